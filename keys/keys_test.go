@@ -1,0 +1,183 @@
+package keys_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+var secret = bytes.Repeat([]byte{0xab}, keys.Size)
+
+func TestKey_NeverPrintsMaterial(t *testing.T) {
+	k, err := keys.NewKey(7, secret, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := keys.NewRing([]keys.Key{k}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprint(k), fmt.Sprintf("%v %+v %#v %s %x %q", k, k, k, k, k, k), fmt.Sprintf("%v %+v %#v %x", r, r, r, r)} {
+		if strings.Contains(s, "171 171") || strings.Contains(strings.ToLower(s), "abab") || strings.Contains(s, "\xab\xab") || strings.Contains(s, "q6ur") {
+			t.Errorf("%q shows key material", s)
+		}
+		if !strings.Contains(s, "7") {
+			t.Errorf("%q does not name the version", s)
+		}
+	}
+}
+
+func TestNewKey_Rejects(t *testing.T) {
+	for _, tc := range []struct {
+		id       uint32
+		material []byte
+	}{{0, secret}, {1, secret[:31]}, {1, append(secret, 0)}, {1, nil}} {
+		if _, err := keys.NewKey(tc.id, tc.material, time.Time{}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("id %d, %d bytes: got %v, want ErrBadKey", tc.id, len(tc.material), err)
+		}
+	}
+}
+
+func TestNewRing(t *testing.T) {
+	k1, _ := keys.NewKey(1, secret, time.Time{})
+	k2, _ := keys.NewKey(2, secret, time.Time{})
+	r, err := keys.NewRing([]keys.Key{k2, k1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(r.Versions(), r.SealingVersion(), r.Newest()); got != "[1 2] 1 2" {
+		t.Errorf("got %s, want [1 2] 1 2", got)
+	}
+	if _, err := keys.NewRing([]keys.Key{k1, k1}, 1); !errors.Is(err, keys.ErrBadKey) {
+		t.Errorf("duplicate version: got %v, want ErrBadKey", err)
+	}
+	if _, err := keys.NewRing([]keys.Key{k1}, 2); !errors.Is(err, keys.ErrNoKey) {
+		t.Errorf("sealing version not held: got %v, want ErrNoKey", err)
+	}
+	if _, err := keys.NewRing(nil, 1); !errors.Is(err, keys.ErrNoKey) {
+		t.Errorf("empty ring: got %v, want ErrNoKey", err)
+	}
+}
+
+// TestRing_TenantKeysAreIndependent checks that the same master version
+// yields different keys for different tenants (ARCHITECTURE invariant 5).
+func TestRing_TenantKeysAreIndependent(t *testing.T) {
+	k, _ := keys.NewKey(1, secret, time.Time{})
+	r, _ := keys.NewRing([]keys.Key{k}, 1)
+	_, a, err := r.Sealer("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := r.Opener(1, "b")
+	if !ok {
+		t.Fatal("no opener for tenant b")
+	}
+	nonce := make([]byte, a.NonceSize())
+	ct := a.Seal(nil, nonce, []byte("x"), nil)
+	if _, err := b.Open(nil, nonce, ct, nil); err == nil {
+		t.Fatal("tenant b opened what tenant a sealed")
+	}
+	a2, _ := r.Opener(1, "a")
+	if _, err := a2.Open(nil, nonce, ct, nil); err != nil {
+		t.Fatalf("tenant a cannot open its own: %v", err)
+	}
+	if _, ok := r.Opener(2, "a"); ok {
+		t.Error("opener for a version not in the ring")
+	}
+	for _, tenant := range []string{"", strings.Repeat("t", keys.MaxTenant+1)} {
+		if _, _, err := r.Sealer(tenant); !errors.Is(err, keys.ErrBadTenant) {
+			t.Errorf("tenant of %d bytes: got %v, want ErrBadTenant", len(tenant), err)
+		}
+	}
+}
+
+func TestRing_ConcurrentDerivation(t *testing.T) {
+	k, _ := keys.NewKey(1, secret, time.Time{})
+	r, _ := keys.NewRing([]keys.Key{k}, 1)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 5000 {
+				if _, _, err := r.Sealer(fmt.Sprint("tenant-", (i*5000+j)%6000)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestFile_GenerateAndLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	f := keys.File{Path: path}
+	if f.Exists() {
+		t.Fatal("file exists before generation")
+	}
+	if err := keys.GenerateFile(path, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", st.Mode().Perm(), err)
+	}
+	r, err := f.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SealingVersion() != 1 {
+		t.Errorf("sealing version %d, want 1", r.SealingVersion())
+	}
+	if err := keys.GenerateFile(path, time.Now()); err == nil {
+		t.Error("GenerateFile overwrote an existing file")
+	}
+}
+
+func TestFile_Load(t *testing.T) {
+	const k = `"q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="` // 32 bytes of 0xab
+	tests := []struct {
+		name, body string
+		mode       os.FileMode
+		sealing    uint32
+		err        error
+	}{
+		{"sealing defaults to highest", `{"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o600, 3, nil},
+		{"explicit sealing", `{"sealing":1,"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o400, 1, nil},
+		{"readable by group", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o640, 0, keys.ErrFilePermissions},
+		{"readable by others", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o604, 0, keys.ErrFilePermissions},
+		{"no keys", `{"keys":[]}`, 0o600, 0, keys.ErrNoKey},
+		{"short key", `{"keys":[{"id":1,"key":"q6ur"}]}`, 0o600, 0, keys.ErrBadKey},
+		{"not base64", `{"keys":[{"id":1,"key":"!!"}]}`, 0o600, 0, keys.ErrBadKey},
+		{"version 0", `{"keys":[{"id":0,"key":` + k + `}]}`, 0o600, 0, keys.ErrBadKey},
+		{"unknown field", `{"keys":[{"id":1,"key":` + k + `}],"extra":1}`, 0o600, 0, keys.ErrBadKey},
+		{"not JSON", `keys`, 0o600, 0, keys.ErrBadKey},
+		{"sealing not held", `{"sealing":2,"keys":[{"id":1,"key":` + k + `}]}`, 0o600, 0, keys.ErrNoKey},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "keys.json")
+			if err := os.WriteFile(path, []byte(tc.body), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, tc.mode)
+			r, err := keys.File{Path: path}.Load()
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("got %v, want %v", err, tc.err)
+			}
+			if err == nil && r.SealingVersion() != tc.sealing {
+				t.Fatalf("sealing %d, want %d", r.SealingVersion(), tc.sealing)
+			}
+			if err != nil && strings.Contains(err.Error(), "q6ur") {
+				t.Fatalf("error %q quotes key material", err)
+			}
+		})
+	}
+}

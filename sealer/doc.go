@@ -1,0 +1,22 @@
+// Package sealer seals and opens MCP requestState values: AEAD blobs that
+// carry the principal they were issued to, an expiry, a digest of the
+// request that produced them, and an opaque payload.
+//
+// The package does no I/O and reads no clock: keys come in as a [keys.Ring],
+// time as a value. The blob is specified in FORMAT.md at the root of the
+// repository; the comments here point there rather than repeat it.
+//
+// # Checks on open
+//
+// [Open] authenticates first, then judges. A state that is not authentic
+// under the tenant's key (mangled, truncated, unknown or retired key, unknown
+// format version, another tenant) is only ever [ErrInvalid]. Only an
+// authentic state is then checked for expiry ([ErrExpired]), principal
+// ([ErrPrincipalMismatch]) and request ([ErrRequestMismatch]), in that order.
+//
+// # Request digests
+//
+// [RequestDigest] binds a state to the MCP request that produced it, so that
+// the retry of that request (with _meta, inputResponses and requestState
+// added) opens it and any other request does not.
+package sealer

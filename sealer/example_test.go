@@ -1,0 +1,75 @@
+package sealer_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+func exampleRing() *keys.Ring {
+	k, err := keys.NewKey(1, bytes.Repeat([]byte{7}, keys.Size), time.Time{})
+	if err != nil {
+		panic(err)
+	}
+	ring, err := keys.NewRing([]keys.Key{k}, 1)
+	if err != nil {
+		panic(err)
+	}
+	return ring
+}
+
+func ExampleSeal() {
+	ring := exampleRing()
+	// The request that needs more input, as the MCP server received it.
+	d, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	payload := []byte(`{"step":1}`)
+	state, err := sealer.Seal(ring, "weather-team", sealer.Claims{
+		Principal: "alice", Request: d, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute),
+	}, payload)
+	if err != nil {
+		panic(err)
+	}
+	h, _ := sealer.Inspect(state)
+	fmt.Println("key version:", h.KeyVersion)
+	fmt.Println("overhead in characters:", len(state)-base64.RawURLEncoding.EncodedLen(len(payload)))
+	// Output:
+	// key version: 1
+	// overhead in characters: 146
+}
+
+func ExampleOpen() {
+	ring := exampleRing()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	first, _ := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+	state, _ := sealer.Seal(ring, "weather-team", sealer.Claims{
+		Principal: "alice", Request: first, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute),
+	}, []byte(`{"step":1}`))
+
+	// The retry carries _meta, inputResponses and the requestState: same digest.
+	retry, _ := sealer.RequestDigest("tools/call", []byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},
+		"name":"get_weather","arguments":{"location":"New York"},
+		"inputResponses":{"unit":{"action":"accept","content":{"unit":"C"}}},"requestState":"`+state+`"}`))
+	o, err := sealer.Open(ring, "weather-team", state, sealer.Expect{Principal: "alice", Request: retry}, now.Add(time.Minute))
+	fmt.Printf("%s %v\n", o.Payload, err)
+
+	_, err = sealer.Open(ring, "weather-team", state, sealer.Expect{Principal: "mallory", Request: retry}, now.Add(time.Minute))
+	fmt.Println(errors.Is(err, sealer.ErrPrincipalMismatch))
+	_, err = sealer.Open(ring, "weather-team", state, sealer.Expect{Principal: "alice", Request: retry}, now.Add(time.Hour))
+	fmt.Println(err)
+	_, err = sealer.Open(ring, "other-team", state, sealer.Expect{Principal: "alice", Request: retry}, now.Add(time.Minute))
+	fmt.Println(err)
+	// Output:
+	// {"step":1} <nil>
+	// true
+	// sealer: state expired
+	// sealer: invalid state
+}

@@ -1,0 +1,103 @@
+package sealer
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Sizes and limits of format version 1 (FORMAT.md).
+const (
+	// Version is the format version this package seals.
+	Version = 1
+	// MaxPayload is the largest payload a state carries: 64 KiB.
+	MaxPayload = 64 << 10
+	// MaxPrincipal is the longest principal, in bytes: 1 KiB.
+	MaxPrincipal = 1 << 10
+	// DefaultSkew is the clock skew Open allows past a state's expiry.
+	DefaultSkew = 2 * time.Second
+
+	headerLen    = 1 + 4 // version, key version
+	nonceLen     = chacha20poly1305.NonceSizeX
+	tagLen       = chacha20poly1305.Overhead
+	principalLen = 16
+	claimsLen    = 1 + 8 + 8 + principalLen + len(Digest{}) // flags, iat, exp, principal hash, digest
+	// Overhead is the number of bytes a state adds to its payload before
+	// base64 encoding.
+	Overhead = headerLen + nonceLen + claimsLen + tagLen
+
+	flagOneTime    = 0x01
+	principalLabel = "mcp-sealer/v1 principal\x00"
+)
+
+// MaxState is the longest state string Open reads; longer input is rejected
+// before decoding.
+var MaxState = b64.EncodedLen(Overhead + MaxPayload)
+
+var minState = b64.EncodedLen(Overhead)
+
+// b64 is the state alphabet: unpadded base64url, strict about trailing bits
+// so that every state has exactly one spelling (R8).
+var b64 = base64.RawURLEncoding.Strict()
+
+// Header is the public part of a state, readable without a key.
+type Header struct {
+	// Version is the format version.
+	Version byte
+	// KeyVersion is the master key version that sealed the state.
+	KeyVersion uint32
+	// ID is the state id (FORMAT.md: the first 16 bytes of the nonce).
+	ID StateID
+}
+
+// Inspect returns the public header of a state without authenticating it.
+// Nothing in it may be trusted before Open succeeds; it serves logs and
+// operators.
+func Inspect(state string) (Header, error) {
+	if len(state) < minState || len(state) > MaxState {
+		return Header{}, ErrInvalid
+	}
+	var raw [headerLen + nonceLen + 2]byte // decode whole 4-char groups only
+	n := b64.EncodedLen(headerLen+nonceLen) / 4 * 4
+	if _, err := base64.RawURLEncoding.Decode(raw[:], []byte(state[:n+4])); err != nil {
+		return Header{}, ErrInvalid
+	}
+	h := Header{Version: raw[0], KeyVersion: binary.BigEndian.Uint32(raw[1:headerLen])}
+	copy(h.ID[:], raw[headerLen:])
+	if h.Version != Version {
+		return h, ErrInvalid
+	}
+	return h, nil
+}
+
+// String describes the header for logs.
+func (h Header) String() string {
+	return fmt.Sprintf("state v%d key %d id %s", h.Version, h.KeyVersion, h.ID)
+}
+
+// encode returns blob in the state alphabet, without copying the encoded bytes
+// a second time into a string.
+func encode(blob []byte) string {
+	out := make([]byte, b64.EncodedLen(len(blob)))
+	b64.Encode(out, blob)
+	return unsafe.String(unsafe.SliceData(out), len(out))
+}
+
+func hashPrincipal(dst []byte, principal string) {
+	h := sha256.New()
+	h.Write([]byte(principalLabel))
+	h.Write([]byte(principal))
+	var sum [sha256.Size]byte
+	copy(dst, h.Sum(sum[:0]))
+}
+
+// appendAD appends the associated data of FORMAT.md: the header, then the
+// tenant.
+func appendAD(dst []byte, header []byte, tenant string) []byte {
+	return append(append(dst, header...), tenant...)
+}

@@ -1,0 +1,80 @@
+package sealer_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// FuzzOpen checks that Open never panics, fails only with its sentinels, and
+// accepts nothing but the states that were sealed (R1, R2).
+func FuzzOpen(f *testing.F) {
+	ring := testRing(f, 1, 2)
+	c := testClaims(f)
+	sealed := map[string]bool{}
+	for _, p := range []string{"", "x", `{"step":1}`, string(bytes.Repeat([]byte{0}, 300))} {
+		s := seal(f, ring, c, []byte(p))
+		sealed[s] = true
+		f.Add(s)
+	}
+	f.Add("")
+	f.Add("AQAAAAE")
+	want := sealer.Expect{Principal: c.Principal, Request: c.Request}
+	f.Fuzz(func(t *testing.T, state string) {
+		o, err := sealer.Open(ring, "tenant-a", state, want, t0)
+		if err == nil {
+			if !sealed[state] {
+				t.Fatalf("opened a state that was never sealed: %q", state)
+			}
+			return
+		}
+		if o != nil {
+			t.Fatalf("got %+v with error %v", o, err)
+		}
+		if !errors.Is(err, sealer.ErrInvalid) {
+			t.Fatalf("got %v, want ErrInvalid for a state that was never sealed", err)
+		}
+	})
+}
+
+// FuzzRequestDigest checks that the canonicalizer never panics, accepts only
+// JSON, and gives one digest however the accepted params are spaced.
+func FuzzRequestDigest(f *testing.F) {
+	for _, s := range []string{
+		original,
+		`{"name":"x","arguments":{"a":[1,2.5,-0,1e3,{"b":null}],"c":"\u00e9\ud83d\ude42"},"_meta":{}}`,
+		`{"uri":"file:///x","requestState":"abc"}`,
+		`{"name":"x","arguments":{"a":9007199254740993}}`,
+		`{"name":"x","name":"x"}`,
+		`[]`,
+	} {
+		for _, m := range []byte{0, 1, 2} {
+			f.Add(m, []byte(s))
+		}
+	}
+	methods := []string{"tools/call", "prompts/get", "resources/read"}
+	f.Fuzz(func(t *testing.T, m byte, params []byte) {
+		method := methods[int(m)%len(methods)]
+		d, err := sealer.RequestDigest(method, params)
+		if err != nil {
+			if !errors.Is(err, sealer.ErrArgument) {
+				t.Fatalf("got %v, want ErrArgument", err)
+			}
+			return
+		}
+		if !json.Valid(params) {
+			t.Fatalf("accepted invalid JSON %q", params)
+		}
+		var spaced bytes.Buffer
+		if err := json.Indent(&spaced, params, " ", "\t"); err != nil {
+			t.Fatal(err)
+		}
+		d2, err := sealer.RequestDigest(method, spaced.Bytes())
+		if err != nil || d2 != d {
+			t.Fatalf("indented params: got %v, %v; want %v", d2, err, d)
+		}
+	})
+}

@@ -1,0 +1,89 @@
+package sealer
+
+import (
+	"crypto/subtle"
+	"encoding/binary"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+// Open authenticates state as sealed for tenant by a version in the ring,
+// then checks it against want at time now, in the order of FORMAT.md,
+// "Opening". A state that is not authentic is ErrInvalid; an authentic one
+// may be ErrExpired, ErrPrincipalMismatch or ErrRequestMismatch. On error no
+// plaintext is returned and the decrypted buffer is zeroed.
+func Open(ring *keys.Ring, tenant, state string, want Expect, now time.Time) (*Opened, error) {
+	if len(state) < minState || len(state) > MaxState {
+		return nil, ErrInvalid
+	}
+	// One buffer holds the blob and, past its end, the associated data.
+	buf := make([]byte, b64.DecodedLen(len(state))+headerLen+len(tenant))
+	n, err := b64.Decode(buf, []byte(state))
+	if err != nil {
+		return nil, ErrInvalid
+	}
+	buf = buf[:n]
+	if buf[0] != Version {
+		return nil, ErrInvalid
+	}
+	kv := binary.BigEndian.Uint32(buf[1:headerLen])
+	aead, ok := ring.Opener(kv, tenant)
+	if !ok {
+		return nil, ErrInvalid
+	}
+	ad := appendAD(buf[len(buf):], buf[:headerLen], tenant)
+	nonce := buf[headerLen : headerLen+nonceLen]
+	ct := buf[headerLen+nonceLen:]
+	pt, err := aead.Open(ct[:0], nonce, ct, ad)
+	if err != nil {
+		clear(ct)
+		return nil, ErrInvalid
+	}
+	o, err := judge(pt, want, now)
+	if err != nil {
+		clear(pt)
+		return nil, err
+	}
+	o.KeyVersion = kv
+	copy(o.ID[:], nonce)
+	return o, nil
+}
+
+// judge decodes the claims of an authentic plaintext and checks them.
+func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
+	flags := pt[0]
+	if flags&^flagOneTime != 0 {
+		return nil, ErrInvalid
+	}
+	iat := int64(binary.BigEndian.Uint64(pt[1:9]))
+	exp := int64(binary.BigEndian.Uint64(pt[9:17]))
+	if iat < 0 || exp <= iat {
+		return nil, ErrInvalid
+	}
+	skew := want.Skew
+	if skew == 0 {
+		skew = DefaultSkew
+	}
+	if now.UnixMilli() > exp+skew.Milliseconds() {
+		return nil, ErrExpired
+	}
+	var ph [principalLen]byte
+	hashPrincipal(ph[:], want.Principal)
+	if subtle.ConstantTimeCompare(ph[:], pt[17:17+principalLen]) != 1 {
+		return nil, ErrPrincipalMismatch
+	}
+	if subtle.ConstantTimeCompare(want.Request[:], pt[17+principalLen:claimsLen]) != 1 {
+		return nil, ErrRequestMismatch
+	}
+	return &Opened{
+		Claims: Claims{
+			Principal: want.Principal,
+			Request:   want.Request,
+			IssuedAt:  time.UnixMilli(iat).UTC(),
+			ExpiresAt: time.UnixMilli(exp).UTC(),
+			OneTime:   flags&flagOneTime != 0,
+		},
+		Payload: pt[claimsLen:],
+	}, nil
+}

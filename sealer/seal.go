@@ -1,0 +1,67 @@
+package sealer
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+// Seal returns a state string that carries c and payload, sealed for tenant
+// with the ring's sealing version. The payload is at most MaxPayload bytes;
+// the principal 1 to MaxPrincipal bytes; ExpiresAt must be after IssuedAt,
+// both at or after the Unix epoch, compared in whole milliseconds.
+func Seal(ring *keys.Ring, tenant string, c Claims, payload []byte) (string, error) {
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	if len(payload) > MaxPayload {
+		return "", fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrArgument, len(payload), MaxPayload)
+	}
+	kv, aead, err := ring.Sealer(tenant)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrArgument, err)
+	}
+
+	// One buffer holds the blob and, past its end, the associated data.
+	buf := make([]byte, Overhead+len(payload), Overhead+len(payload)+headerLen+len(tenant))
+	buf[0] = Version
+	binary.BigEndian.PutUint32(buf[1:headerLen], kv)
+	nonce := buf[headerLen : headerLen+nonceLen]
+	rand.Read(nonce)
+
+	pt := buf[headerLen+nonceLen : len(buf)-tagLen]
+	c.encode(pt[:claimsLen])
+	copy(pt[claimsLen:], payload)
+
+	ad := appendAD(buf[len(buf):], buf[:headerLen], tenant)
+	aead.Seal(pt[:0], nonce, pt, ad)
+	return encode(buf), nil
+}
+
+func (c *Claims) validate() error {
+	switch {
+	case len(c.Principal) == 0:
+		return fmt.Errorf("%w: empty principal", ErrArgument)
+	case len(c.Principal) > MaxPrincipal:
+		return fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrArgument, len(c.Principal), MaxPrincipal)
+	case c.IssuedAt.UnixMilli() < 0:
+		return fmt.Errorf("%w: issued before the Unix epoch", ErrArgument)
+	case c.ExpiresAt.UnixMilli() <= c.IssuedAt.UnixMilli():
+		return fmt.Errorf("%w: expiry not after issue time", ErrArgument)
+	}
+	return nil
+}
+
+// encode writes the claims of FORMAT.md, "Claims", into dst[:claimsLen].
+func (c *Claims) encode(dst []byte) {
+	dst[0] = 0
+	if c.OneTime {
+		dst[0] |= flagOneTime
+	}
+	binary.BigEndian.PutUint64(dst[1:9], uint64(c.IssuedAt.UnixMilli()))
+	binary.BigEndian.PutUint64(dst[9:17], uint64(c.ExpiresAt.UnixMilli()))
+	hashPrincipal(dst[17:17+principalLen], c.Principal)
+	copy(dst[17+principalLen:claimsLen], c.Request[:])
+}
