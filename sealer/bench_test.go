@@ -3,6 +3,7 @@ package sealer_test
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"testing"
 
@@ -105,6 +106,25 @@ func BenchmarkRequestDigest(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := sealer.RequestDigest("tools/call", params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBase64 is the cost FORMAT.md's encoding adds on its own: encoding
+// and decoding a blob of the size a payload of n bytes produces.
+func BenchmarkBase64(b *testing.B) {
+	for _, n := range benchSizes {
+		blob := make([]byte, sealer.Overhead+n)
+		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			enc := base64.RawURLEncoding.Strict()
+			for b.Loop() {
+				s := enc.EncodeToString(blob)
+				if _, err := enc.DecodeString(s); err != nil {
 					b.Fatal(err)
 				}
 			}

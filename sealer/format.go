@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -59,7 +60,7 @@ type Header struct {
 // Nothing in it may be trusted before Open succeeds; it serves logs and
 // operators.
 func Inspect(state string) (Header, error) {
-	if len(state) < minState || len(state) > MaxState {
+	if !wellFormed(state) {
 		return Header{}, ErrInvalid
 	}
 	var raw [headerLen + nonceLen + 2]byte // decode whole 4-char groups only
@@ -78,6 +79,13 @@ func Inspect(state string) (Header, error) {
 // String describes the header for logs.
 func (h Header) String() string {
 	return fmt.Sprintf("state v%d key %d id %s", h.Version, h.KeyVersion, h.ID)
+}
+
+// wellFormed checks what must hold before a state is decoded: its length, and
+// the absence of CR and LF, which the base64 decoder would otherwise skip,
+// giving one blob many spellings.
+func wellFormed(state string) bool {
+	return len(state) >= minState && len(state) <= MaxState && strings.IndexByte(state, '\n') < 0 && strings.IndexByte(state, '\r') < 0
 }
 
 // encode returns blob in the state alphabet, without copying the encoded bytes

@@ -5,26 +5,32 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // FuzzOpen checks that Open never panics, fails only with its sentinels, and
-// accepts nothing but the states that were sealed (R1, R2).
+// accepts nothing but the states that were sealed (R1, R2). The sealed states
+// are the committed vectors, so that every fuzzing process knows the same ones.
 func FuzzOpen(f *testing.F) {
-	ring := testRing(f, 1, 2)
-	c := testClaims(f)
+	v := loadVectors(f)
+	ring := vectorRing(f, v)
 	sealed := map[string]bool{}
-	for _, p := range []string{"", "x", `{"step":1}`, string(bytes.Repeat([]byte{0}, 300))} {
-		s := seal(f, ring, c, []byte(p))
-		sealed[s] = true
-		f.Add(s)
+	for _, s := range v.States {
+		if s.Want == "ok" {
+			sealed[s.State] = true
+		}
+		f.Add(s.State)
 	}
-	f.Add("")
-	f.Add("AQAAAAE")
-	want := sealer.Expect{Principal: c.Principal, Request: c.Request}
+	req, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	want := sealer.Expect{Principal: "alice", Request: req}
+	now := t0.Add(time.Minute)
 	f.Fuzz(func(t *testing.T, state string) {
-		o, err := sealer.Open(ring, "tenant-a", state, want, t0)
+		o, err := sealer.Open(ring, "tenant-a", state, want, now)
 		if err == nil {
 			if !sealed[state] {
 				t.Fatalf("opened a state that was never sealed: %q", state)

@@ -14,7 +14,7 @@ import (
 // may be ErrExpired, ErrPrincipalMismatch or ErrRequestMismatch. On error no
 // plaintext is returned and the decrypted buffer is zeroed.
 func Open(ring *keys.Ring, tenant, state string, want Expect, now time.Time) (*Opened, error) {
-	if len(state) < minState || len(state) > MaxState {
+	if !wellFormed(state) {
 		return nil, ErrInvalid
 	}
 	// One buffer holds the blob and, past its end, the associated data.

@@ -147,6 +147,8 @@ func TestOpen_Rejections(t *testing.T) {
 		{"R1 padding", ring, "tenant-a", state + "==", want, t0, sealer.ErrInvalid},
 		{"R1 standard alphabet", ring, "tenant-a", strings.Repeat("+/", 100), want, t0, sealer.ErrInvalid},
 		{"R1 oversize", ring, "tenant-a", strings.Repeat("A", sealer.MaxState+1), want, t0, sealer.ErrInvalid},
+		{"R8 line break inside", ring, "tenant-a", state[:20] + "\n" + state[20:], want, t0, sealer.ErrInvalid},
+		{"R8 CRLF at the end", ring, "tenant-a", state + "\r\n", want, t0, sealer.ErrInvalid},
 		{"R1 control bytes", ring, "tenant-a", strings.Repeat("\x00\xff", 100), want, t0, sealer.ErrInvalid},
 		{"R1 expired and forged", ring, "tenant-a", mangle(state, 50), want, c.ExpiresAt.Add(time.Hour), sealer.ErrInvalid},
 	}

@@ -29,7 +29,7 @@ type vectors struct {
 	} `json:"digests"`
 }
 
-func loadVectors(t *testing.T) vectors {
+func loadVectors(t testing.TB) vectors {
 	t.Helper()
 	data, err := os.ReadFile("testdata/vectors.json")
 	if err != nil {
@@ -53,8 +53,9 @@ var verdicts = map[string]error{
 	"request_mismatch":   sealer.ErrRequestMismatch,
 }
 
-func TestVectors_States(t *testing.T) {
-	v := loadVectors(t)
+// vectorRing returns a ring of the vectors' keys.
+func vectorRing(t testing.TB, v vectors) *keys.Ring {
+	t.Helper()
 	var ks []keys.Key
 	for _, k := range v.Keys {
 		material, _ := hex.DecodeString(k.Key)
@@ -68,6 +69,12 @@ func TestVectors_States(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ring
+}
+
+func TestVectors_States(t *testing.T) {
+	v := loadVectors(t)
+	ring := vectorRing(t, v)
 	for _, tc := range v.States {
 		t.Run(tc.Name, func(t *testing.T) {
 			wantErr, known := verdicts[tc.Want]
