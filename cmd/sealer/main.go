@@ -1,0 +1,130 @@
+// Command sealer runs the sealer service and its operator commands.
+//
+//	sealer serve     run the service (flags or SEALER_* variables)
+//	sealer keygen    write a new key file
+//	sealer inspect   print the public header of a requestState
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server"
+)
+
+const usage = `usage: sealer <command> [flags]
+
+commands:
+  serve     run the sealer (sealer serve -h for flags)
+  keygen    write a new key file: sealer keygen PATH
+  inspect   print the public header of a state: sealer inspect STATE
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sealer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return serve(nil, stderr)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "keygen":
+		if len(args) != 2 {
+			return fmt.Errorf("keygen wants one path\n%s", usage)
+		}
+		return keys.GenerateFile(args[1], time.Now())
+	case "inspect":
+		if len(args) != 2 {
+			return fmt.Errorf("inspect wants one state\n%s", usage)
+		}
+		h, err := sealer.Inspect(args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "version %d\nkey version %d\nstate id %s\n", h.Version, h.KeyVersion, h.ID)
+		return nil
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// serve turns flags and SEALER_* variables into a server.Config and runs it
+// until SIGINT or SIGTERM.
+func serve(args []string, stderr io.Writer) error {
+	cfg := server.Defaults()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (REST gateway, /metrics, /healthz, /readyz)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the key file and the embedded ledger")
+	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
+	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
+	fs.DurationVar(&cfg.MaxTTL, "max-ttl", cfg.MaxTTL, "longest ttl accepted; longer is refused, not clamped")
+	fs.DurationVar(&cfg.Skew, "skew", cfg.Skew, "clock skew allowed past a state's expiry")
+	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight calls may drain on SIGTERM")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired ledger entries are deleted")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if err := fromEnv(fs); err != nil {
+		return err
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch *logFormat {
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		return fmt.Errorf("log-format %q: want text or json", *logFormat)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return server.Run(ctx, cfg)
+}
+
+// fromEnv sets every flag not given on the command line from its SEALER_*
+// variable: --grpc-addr from SEALER_GRPC_ADDR, and so on.
+func fromEnv(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "SEALER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && !set[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %v", name, e)
+			}
+		}
+	})
+	return err
+}

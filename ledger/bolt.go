@@ -1,0 +1,150 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+var (
+	idsBucket    = []byte("consumed") // key -> u64 until (Unix ms)
+	expiryBucket = []byte("expiry")   // u64 until || key -> nothing, in expiry order
+)
+
+// sweepBatch bounds how many entries one sweep transaction deletes.
+const sweepBatch = 10000
+
+// Bolt is the embedded ledger: a bbolt file on local disk. Each consume is
+// committed (fsync) before it returns, so a consumed state stays consumed
+// across a crash or restart. Concurrent consumes are grouped into one
+// transaction. It serves one process; replicas share a Redis ledger instead.
+type Bolt struct {
+	db *bolt.DB
+}
+
+var _ Ledger = (*Bolt)(nil)
+
+// OpenBolt opens or creates the ledger file at path. It fails within a
+// second if another process holds the file.
+func OpenBolt(path string) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %v", path, err)
+	}
+	db.MaxBatchDelay = 2 * time.Millisecond
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{idsBucket, expiryBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger: init %s: %v", path, err)
+	}
+	return &Bolt{db: db}, nil
+}
+
+// Close closes the file.
+func (b *Bolt) Close() error { return b.db.Close() }
+
+// Consume implements Ledger.
+func (b *Bolt) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	k := key(tenant, id)
+	var exp [8]byte
+	binary.BigEndian.PutUint64(exp[:], uint64(until.UnixMilli()))
+	var consumed bool
+	// Batch may run the function more than once, each time in a fresh
+	// transaction; only the run that commits sets the result last.
+	err := b.db.Batch(func(tx *bolt.Tx) error {
+		ids := tx.Bucket(idsBucket)
+		if consumed = ids.Get(k) != nil; consumed {
+			return nil
+		}
+		if err := ids.Put(k, exp[:]); err != nil {
+			return err
+		}
+		return tx.Bucket(expiryBucket).Put(append(exp[:], k...), nil)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	case consumed:
+		return ErrConsumed
+	}
+	return nil
+}
+
+// Sweep deletes the entries that expired before now and returns how many.
+func (b *Bolt) Sweep(now time.Time) (int, error) {
+	var cut [8]byte
+	binary.BigEndian.PutUint64(cut[:], uint64(now.UnixMilli()))
+	total := 0
+	for {
+		n := 0
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			ids, exp := tx.Bucket(idsBucket), tx.Bucket(expiryBucket)
+			var done [][]byte
+			c := exp.Cursor()
+			for k, _ := c.First(); k != nil && len(done) < sweepBatch && bytes.Compare(k[:8], cut[:]) < 0; k, _ = c.Next() {
+				done = append(done, bytes.Clone(k))
+			}
+			for _, k := range done {
+				if err := exp.Delete(k); err != nil {
+					return err
+				}
+				if err := ids.Delete(k[8:]); err != nil {
+					return err
+				}
+			}
+			n = len(done)
+			return nil
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("ledger: sweep: %v", err)
+		}
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// Len returns the number of entries held.
+func (b *Bolt) Len() (int, error) {
+	n := 0
+	err := b.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(idsBucket).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// SweepEvery sweeps at the given interval until ctx is done. It returns nil
+// when ctx is done; sweep errors are reported through onError and retried
+// at the next tick.
+func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, onError func(error)) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if _, err := b.Sweep(now); err != nil && onError != nil {
+				onError(err)
+			}
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/ledgertest"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+func openBolt(t *testing.T, path string) *ledger.Bolt {
+	t.Helper()
+	b, err := ledger.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestBolt_Conformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Subject {
+		b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
+		return ledgertest.Subject{
+			Ledger: b,
+			Expire: func(t *testing.T, until time.Time) {
+				if _, err := b.Sweep(until.Add(time.Millisecond)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Break: func(t *testing.T) { b.Close() },
+		}
+	})
+}
+
+func TestBolt_R6_ConsumedSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	id := sealer.StateID{1, 2, 3}
+	b, err := ledger.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = openBolt(t, path)
+	if err := b.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("after reopening: got %v, want ErrConsumed", err)
+	}
+}
+
+func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
+	now := time.Now()
+	var wg sync.WaitGroup
+	for w := range 100 {
+		wg.Go(func() {
+			for i := w; i < 25000; i += 100 {
+				id := sealer.StateID{byte(i), byte(i >> 8), byte(i >> 16)}
+				until := now.Add(-time.Second)
+				if i%5 == 0 {
+					until = now.Add(time.Hour)
+				}
+				if err := b.Consume(context.Background(), "t", id, until); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n, err := b.Sweep(now)
+	if err != nil || n != 20000 {
+		t.Fatalf("swept %d, %v; want 20000", n, err)
+	}
+	if left, err := b.Len(); err != nil || left != 5000 {
+		t.Fatalf("left %d, %v; want 5000", left, err)
+	}
+}
+
+func TestBolt_SecondProcessIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	openBolt(t, path)
+	if _, err := ledger.OpenBolt(path); err == nil {
+		t.Fatal("opened a ledger file held by another handle")
+	}
+}

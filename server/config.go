@@ -1,0 +1,81 @@
+// Package server runs the sealer: the gRPC service, the REST gateway, health,
+// metrics, and the tasks that keep them going.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config is everything the sealer needs to run. The zero value is not valid;
+// start from Defaults.
+type Config struct {
+	// GRPCAddr and HTTPAddr are the listen addresses of the gRPC API and of
+	// the HTTP server (REST gateway, /metrics, /healthz, /readyz).
+	GRPCAddr string
+	HTTPAddr string
+	// DataDir holds the generated key file and the embedded ledger.
+	DataDir string
+	// DefaultTTL is the life of a state sealed without a TTL; a requested TTL
+	// outside [MinTTL, MaxTTL] is refused, never clamped.
+	DefaultTTL time.Duration
+	MinTTL     time.Duration
+	MaxTTL     time.Duration
+	// Skew is the clock difference allowed past a state's expiry.
+	Skew time.Duration
+	// ShutdownGrace bounds how long in-flight calls may take to drain.
+	ShutdownGrace time.Duration
+	// SweepInterval is how often expired ledger entries are deleted.
+	SweepInterval time.Duration
+	// Logger receives the service's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults returns the embedded default: loopback only, data in ./sealer-data.
+func Defaults() Config {
+	return Config{
+		GRPCAddr:      "127.0.0.1:7443",
+		HTTPAddr:      "127.0.0.1:7080",
+		DataDir:       "sealer-data",
+		DefaultTTL:    5 * time.Minute,
+		MinTTL:        time.Second,
+		MaxTTL:        time.Hour,
+		Skew:          2 * time.Second,
+		ShutdownGrace: 20 * time.Second,
+		SweepInterval: time.Minute,
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	for name, addr := range map[string]string{"grpc-addr": c.GRPCAddr, "http-addr": c.HTTPAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
+		}
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data-dir: empty"))
+	}
+	switch {
+	case c.MinTTL < time.Millisecond:
+		errs = append(errs, fmt.Errorf("min-ttl %v: want at least 1ms", c.MinTTL))
+	case c.MaxTTL < c.MinTTL:
+		errs = append(errs, fmt.Errorf("max-ttl %v: below min-ttl %v", c.MaxTTL, c.MinTTL))
+	case c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL:
+		errs = append(errs, fmt.Errorf("default-ttl %v: want within [%v, %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL))
+	}
+	if c.Skew < 0 || c.Skew > time.Minute {
+		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
+	}
+	if c.ShutdownGrace <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown-grace %v: want more than 0", c.ShutdownGrace))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, fmt.Errorf("sweep-interval %v: want more than 0", c.SweepInterval))
+	}
+	return errors.Join(errs...)
+}

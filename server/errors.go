@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// errorDomain is the ErrorInfo domain of every error the sealer returns.
+const errorDomain = "sealer.mcp"
+
+// Reasons: the machine-readable outcome of a call, in ErrorInfo.reason and
+// in the metrics. The README's error table documents them.
+const (
+	reasonOK                = "OK"
+	reasonInvalidState      = "INVALID_STATE"
+	reasonExpired           = "EXPIRED"
+	reasonPrincipalMismatch = "PRINCIPAL_MISMATCH"
+	reasonRequestMismatch   = "REQUEST_MISMATCH"
+	reasonAlreadyConsumed   = "ALREADY_CONSUMED"
+	reasonLedgerUnavailable = "LEDGER_UNAVAILABLE"
+	reasonInvalidArgument   = "INVALID_ARGUMENT"
+	reasonInternal          = "INTERNAL"
+)
+
+// errBadRequest marks a malformed request found by the service itself.
+var errBadRequest = errors.New("sealer: invalid request")
+
+var outcomes = []struct {
+	err    error
+	code   codes.Code
+	reason string
+}{
+	{sealer.ErrInvalid, codes.InvalidArgument, reasonInvalidState},
+	{sealer.ErrExpired, codes.FailedPrecondition, reasonExpired},
+	{sealer.ErrPrincipalMismatch, codes.PermissionDenied, reasonPrincipalMismatch},
+	{sealer.ErrRequestMismatch, codes.FailedPrecondition, reasonRequestMismatch},
+	{ledger.ErrConsumed, codes.AlreadyExists, reasonAlreadyConsumed},
+	{ledger.ErrUnavailable, codes.Unavailable, reasonLedgerUnavailable},
+	{sealer.ErrArgument, codes.InvalidArgument, reasonInvalidArgument},
+	{sealer.ErrMethod, codes.InvalidArgument, reasonInvalidArgument},
+	{errBadRequest, codes.InvalidArgument, reasonInvalidArgument},
+}
+
+// toStatus converts an error of the service into the gRPC status its caller
+// sees, with an ErrorInfo reason, and logs the cause once. It is the only
+// place where errors become statuses.
+func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (error, string) {
+	if err == nil {
+		return nil, reasonOK
+	}
+	if _, ok := status.FromError(err); ok {
+		return err, status.Code(err).String() // made by gRPC itself: a deadline, a cancellation
+	}
+	code, reason, msg := codes.Internal, reasonInternal, "sealer: internal error"
+	for _, o := range outcomes {
+		if errors.Is(err, o.err) {
+			code, reason, msg = o.code, o.reason, o.err.Error()
+			if reason == reasonInvalidArgument {
+				msg = err.Error() // says what is wrong; never quotes secrets
+			}
+			break
+		}
+	}
+	level := slog.LevelInfo
+	if code == codes.Internal || code == codes.Unavailable {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "call failed", "method", method, "reason", reason, "cause", err.Error())
+	st, derr := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
+	if derr != nil {
+		return status.Error(code, msg), reason
+	}
+	return st.Err(), reason
+}
+
+// unaryErrors converts errors to statuses and records each call's outcome.
+func (s *service) unaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	done := s.metrics.start(info.FullMethod)
+	resp, err := handler(ctx, req)
+	err, reason := toStatus(ctx, s.log, info.FullMethod, err)
+	done(reason)
+	return resp, err
+}

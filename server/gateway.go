@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+)
+
+// Size limits of a request, applied before any parsing: the largest params
+// (1 MiB) and payload (64 KiB, 88 KiB as base64) with room for the rest.
+const (
+	maxGRPCMessage = 2 << 20
+	maxHTTPBody    = 3 << 20
+	maxHTTPHeader  = 64 << 10
+)
+
+// httpHandler serves the REST gateway on /v1/, metrics, and health. The
+// gateway reaches the service through conn, a client of the gRPC server, so
+// REST callers pass through the same interceptors as gRPC callers.
+func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready func() bool) (http.Handler, error) {
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}}),
+		runtime.WithErrorHandler(gatewayError),
+	)
+	if err := sealerv1.RegisterSealerHandler(ctx, gw, conn); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/", http.MaxBytesHandler(gw, maxHTTPBody))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	return mux, nil
+}
+
+// gatewayError gives errors that the gateway makes itself (bad JSON, unknown
+// fields, a body too large) the ErrorInfo reason the service's own errors
+// carry, then writes them as the gateway does.
+func gatewayError(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+	st := status.Convert(err)
+	if st.Code() == codes.InvalidArgument && !hasErrorInfo(st) {
+		if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonInvalidArgument, Domain: errorDomain}); derr == nil {
+			st = withInfo
+		}
+	}
+	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, st.Err())
+}
+
+func hasErrorInfo(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.ErrorInfo); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/ledger"
+)
+
+// Run serves until ctx is done, then drains in-flight calls and returns nil.
+// It returns an error if it cannot start or a listener fails.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ring, err := loadKeys(cfg.DataDir, log)
+	if err != nil {
+		return err
+	}
+	led, err := ledger.OpenBolt(filepath.Join(cfg.DataDir, "ledger.db"))
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+
+	svc := &service{ledger: led, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
+	svc.ring.Store(ring)
+
+	var lc net.ListenConfig
+	gl, err := lc.Listen(ctx, "tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc listener: %v", err)
+	}
+	hl, err := lc.Listen(ctx, "tcp", cfg.HTTPAddr)
+	if err != nil {
+		gl.Close()
+		return fmt.Errorf("http listener: %v", err)
+	}
+
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCMessage), grpc.ChainUnaryInterceptor(svc.unaryErrors))
+	sealerv1.RegisterSealerServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus(sealerv1.Sealer_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxGRPCMessage)))
+	if err != nil {
+		return fmt.Errorf("gateway client: %v", err)
+	}
+	defer conn.Close()
+	handler, err := svc.httpHandler(ctx, conn, func() bool { return svc.ring.Load() != nil })
+	if err != nil {
+		return fmt.Errorf("gateway: %v", err)
+	}
+	hsrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHTTPHeader,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(),
+		"data_dir", cfg.DataDir, "key_versions", ring.Versions(), "sealing_version", ring.SealingVersion())
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return gs.Serve(gl) })
+	g.Go(func() error {
+		if err := hsrv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		return led.SweepEvery(gctx, cfg.SweepInterval, func(err error) { log.Error("ledger sweep failed", "cause", err.Error()) })
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("draining", "grace", cfg.ShutdownGrace.String())
+		hs.Shutdown()
+		drain(hsrv, gs, cfg.ShutdownGrace, log)
+		return nil
+	})
+	err = g.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// drain stops the HTTP server first (REST calls need the gRPC server to
+// finish), then the gRPC server, each finishing in-flight calls within grace.
+func drain(hsrv *http.Server, gs *grpc.Server, grace time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hsrv.Shutdown(ctx); err != nil {
+		log.Warn("http drain cut short", "cause", err.Error())
+		hsrv.Close()
+	}
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("grpc drain cut short")
+		gs.Stop()
+	}
+}
+
+// loadKeys loads the key file of the data directory, creating both when
+// missing.
+func loadKeys(dir string, log *slog.Logger) (*keys.Ring, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %v", err)
+	}
+	f := keys.File{Path: filepath.Join(dir, "keys.json")}
+	if !f.Exists() {
+		if err := keys.GenerateFile(f.Path, time.Now()); err != nil {
+			return nil, err
+		}
+		log.Info("generated a new key file", "path", f.Path)
+	}
+	return f.Load()
+}

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// defaultTenant is the one implicit tenant of the embedded default.
+const defaultTenant = "default"
+
+// consumer is what the service needs of a ledger.
+type consumer interface {
+	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
+}
+
+// service implements sealerv1.SealerServer over the core.
+type service struct {
+	sealerv1.UnimplementedSealerServer
+	ring    atomic.Pointer[keys.Ring]
+	ledger  consumer
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *metrics
+}
+
+// Seal implements sealerv1.SealerServer.
+func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv1.SealResponse, error) {
+	d, err := bindingDigest(req.GetRequest())
+	if err != nil {
+		return nil, err
+	}
+	ttl := s.cfg.DefaultTTL
+	if req.Ttl != nil {
+		if err := req.Ttl.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%w: ttl: %v", errBadRequest, err)
+		}
+		ttl = req.Ttl.AsDuration()
+		if ttl < s.cfg.MinTTL || ttl > s.cfg.MaxTTL {
+			return nil, fmt.Errorf("%w: ttl %v outside [%v, %v]", errBadRequest, ttl, s.cfg.MinTTL, s.cfg.MaxTTL)
+		}
+	}
+	now := s.now()
+	c := sealer.Claims{
+		Principal: req.GetPrincipal(),
+		Request:   d,
+		IssuedAt:  now,
+		ExpiresAt: now.Add(ttl),
+		OneTime:   req.GetOneTime(),
+	}
+	state, err := sealer.Seal(s.ring.Load(), defaultTenant, c, req.GetPayload())
+	if err != nil {
+		return nil, err
+	}
+	return &sealerv1.SealResponse{
+		RequestState: state,
+		ExpiresAt:    timestamppb.New(c.ExpiresAt.Truncate(time.Millisecond)),
+	}, nil
+}
+
+// Open implements sealerv1.SealerServer. A one-time state is consumed only
+// after every other check passed, so a rejected attempt never burns it.
+func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv1.OpenResponse, error) {
+	d, err := bindingDigest(req.GetRequest())
+	if err != nil {
+		return nil, err
+	}
+	want := sealer.Expect{Principal: req.GetPrincipal(), Request: d, Skew: s.cfg.Skew}
+	if want.Principal == "" {
+		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
+	}
+	o, err := sealer.Open(s.ring.Load(), defaultTenant, req.GetRequestState(), want, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if o.OneTime {
+		t := time.Now()
+		err := s.ledger.Consume(ctx, defaultTenant, o.ID, o.ExpiresAt.Add(s.cfg.Skew))
+		s.metrics.ledger.WithLabelValues(ledgerReason(err)).Observe(time.Since(t).Seconds())
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &sealerv1.OpenResponse{
+		Payload:   o.Payload,
+		IssuedAt:  timestamppb.New(o.IssuedAt),
+		ExpiresAt: timestamppb.New(o.ExpiresAt),
+	}, nil
+}
+
+func ledgerReason(err error) string {
+	switch {
+	case err == nil:
+		return reasonOK
+	case errors.Is(err, ledger.ErrConsumed):
+		return reasonAlreadyConsumed
+	}
+	return reasonLedgerUnavailable
+}
+
+// bindingDigest returns the digest a request binds to: the caller's own, or
+// the MCP request digest of method and params.
+func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
+	switch {
+	case b == nil:
+		return sealer.Digest{}, fmt.Errorf("%w: no request", errBadRequest)
+	case len(b.Digest) > 0 && (b.Method != "" || b.Params != nil):
+		return sealer.Digest{}, fmt.Errorf("%w: request has both a digest and a method or params", errBadRequest)
+	case len(b.Digest) > 0:
+		return sealer.DigestOf(b.Digest)
+	}
+	params, err := protojson.Marshal(b.GetParams())
+	if err != nil {
+		return sealer.Digest{}, fmt.Errorf("%w: params: %v", errBadRequest, err)
+	}
+	return sealer.RequestDigest(b.Method, params)
+}
