@@ -38,7 +38,8 @@ type Expect struct {
 	// Request is the digest of the retry (RequestDigest of its params).
 	Request Digest
 	// Skew is the allowance for clock differences between the replica that
-	// sealed and the one that opens. Zero means DefaultSkew.
+	// sealed and the one that opens: a state opens until ExpiresAt + Skew.
+	// DefaultSkew is the recommended value; zero allows none.
 	Skew time.Duration
 }
 

@@ -20,7 +20,8 @@ const (
 	MaxPayload = 64 << 10
 	// MaxPrincipal is the longest principal, in bytes: 1 KiB.
 	MaxPrincipal = 1 << 10
-	// DefaultSkew is the clock skew Open allows past a state's expiry.
+	// DefaultSkew is the recommended clock skew to allow past a state's
+	// expiry (Expect.Skew).
 	DefaultSkew = 2 * time.Second
 
 	headerLen    = 1 + 4 // version, key version

@@ -27,7 +27,7 @@ func FuzzOpen(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	want := sealer.Expect{Principal: "alice", Request: req}
+	want := sealer.Expect{Principal: "alice", Request: req, Skew: sealer.DefaultSkew}
 	now := t0.Add(time.Minute)
 	f.Fuzz(func(t *testing.T, state string) {
 		o, err := sealer.Open(ring, "tenant-a", state, want, now)

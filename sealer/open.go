@@ -61,11 +61,7 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 	if iat < 0 || exp <= iat {
 		return nil, ErrInvalid
 	}
-	skew := want.Skew
-	if skew == 0 {
-		skew = DefaultSkew
-	}
-	if now.UnixMilli() > exp+skew.Milliseconds() {
+	if now.UnixMilli() > exp+want.Skew.Milliseconds() {
 		return nil, ErrExpired
 	}
 	var ph [principalLen]byte

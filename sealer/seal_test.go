@@ -66,7 +66,7 @@ func TestSealOpen_RoundTrip(t *testing.T) {
 	payload := []byte(`{"step":2,"cart":["a","b"]}`)
 	state := seal(t, ring, c, payload)
 
-	o, err := sealer.Open(ring, "tenant-a", state, sealer.Expect{Principal: c.Principal, Request: c.Request}, t0.Add(time.Minute))
+	o, err := sealer.Open(ring, "tenant-a", state, sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestOpen_Rejections(t *testing.T) {
 	ring := testRing(t, 1, 2)
 	c := testClaims(t)
 	state := seal(t, ring, c, []byte("payload"))
-	want := sealer.Expect{Principal: c.Principal, Request: c.Request}
+	want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}
 	other := sealer.Expect{Principal: c.Principal, Request: testDigest(t, `{"location":"Boston"}`)}
 	k2, _ := keys.NewKey(2, bytes.Repeat([]byte{0xee}, keys.Size), t0)
 	otherMaterial, err := keys.NewRing([]keys.Key{k2}, 2)
@@ -169,7 +169,7 @@ func TestOpen_R2_EveryBitFlipIsInvalid(t *testing.T) {
 	ring := testRing(t, 1)
 	c := testClaims(t)
 	state := seal(t, ring, c, []byte("a payload of some length"))
-	want := sealer.Expect{Principal: c.Principal, Request: c.Request}
+	want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}
 	b := []byte(state)
 	for i := range b {
 		for bit := range 8 {
@@ -187,7 +187,7 @@ func TestOpen_R2_TruncationsAndExtensionsAreInvalid(t *testing.T) {
 	ring := testRing(t, 1)
 	c := testClaims(t)
 	state := seal(t, ring, c, []byte("a payload"))
-	want := sealer.Expect{Principal: c.Principal, Request: c.Request}
+	want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}
 	for n := range len(state) {
 		if _, err := sealer.Open(ring, "tenant-a", state[:n], want, t0); !errors.Is(err, sealer.ErrInvalid) {
 			t.Fatalf("truncated to %d: got %v, want ErrInvalid", n, err)
@@ -236,7 +236,7 @@ func TestSeal_Limits(t *testing.T) {
 			if len(state) > sealer.MaxState {
 				t.Fatalf("state of %d chars exceeds MaxState %d", len(state), sealer.MaxState)
 			}
-			o, err := sealer.Open(ring, tc.tenant, state, sealer.Expect{Principal: c.Principal, Request: c.Request}, t0)
+			o, err := sealer.Open(ring, tc.tenant, state, sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}, t0)
 			if err != nil || len(o.Payload) != tc.payload {
 				t.Fatalf("open: got %v, want the sealed %d bytes", err, tc.payload)
 			}
@@ -250,7 +250,7 @@ func TestOpen_PayloadIsACopy(t *testing.T) {
 	payload := []byte("mutable")
 	state := seal(t, ring, c, payload)
 	payload[0] = 'M'
-	o, err := sealer.Open(ring, "tenant-a", state, sealer.Expect{Principal: c.Principal, Request: c.Request}, t0)
+	o, err := sealer.Open(ring, "tenant-a", state, sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: sealer.DefaultSkew}, t0)
 	if err != nil || string(o.Payload) != "mutable" {
 		t.Fatalf("got %q, %v; want the payload as it was at Seal", o.Payload, err)
 	}

@@ -90,7 +90,7 @@ func TestVectors_States(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := sealer.Open(ring, tc.Tenant, tc.State, sealer.Expect{Principal: tc.Principal, Request: d}, now)
+			o, err := sealer.Open(ring, tc.Tenant, tc.State, sealer.Expect{Principal: tc.Principal, Request: d, Skew: sealer.DefaultSkew}, now)
 			if !errors.Is(err, wantErr) {
 				t.Fatalf("got %v, want %v", err, wantErr)
 			}

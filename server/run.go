@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,7 +58,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("http listener: %v", err)
 	}
 
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxGRPCMessage), grpc.ChainUnaryInterceptor(svc.unaryErrors))
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxGRPCMessage),
+		grpc.ChainUnaryInterceptor(svc.unaryErrors),
+		// Workers keep their grown stacks; a goroutine per call would copy its
+		// stack as it grows on every call (16% of CPU under load, by pprof).
+		grpc.NumStreamWorkers(uint32(4*runtime.NumCPU())),
+	)
 	sealerv1.RegisterSealerServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

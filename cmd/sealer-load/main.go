@@ -1,0 +1,135 @@
+// Command sealer-load measures a running sealer over gRPC: Seal+Open round
+// trips, and the gRPC health Check as the floor any gRPC service reaches on
+// the same machine. It prints a Markdown table.
+//
+//	sealer-load -addr 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:7443", "sealer gRPC address")
+	levels := flag.String("c", "1,16,64", "concurrency levels, comma separated")
+	dur := flag.Duration("d", 10*time.Second, "measured duration per level")
+	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up per level")
+	size := flag.Int("payload", 1024, "payload bytes")
+	oneTime := flag.Bool("one-time", false, "seal one-time states (Open consumes them in the ledger)")
+	flag.Parse()
+
+	conns := make([]*grpc.ClientConn, 4)
+	for i := range conns {
+		c, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	params, _ := structpb.NewStruct(map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}})
+	binding := &sealerv1.Binding{Method: "tools/call", Params: params}
+	payload := make([]byte, *size)
+
+	pair := func(ctx context.Context, conn *grpc.ClientConn) error {
+		c := sealerv1.NewSealerClient(conn)
+		s, err := c.Seal(ctx, &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: *oneTime})
+		if err != nil {
+			return err
+		}
+		_, err = c.Open(ctx, &sealerv1.OpenRequest{RequestState: s.RequestState, Principal: "alice", Request: binding})
+		return err
+	}
+	health := func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+
+	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
+	for _, l := range strings.Split(*levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bad concurrency %q\n", l)
+			os.Exit(2)
+		}
+		name := fmt.Sprintf("Seal+Open (%d B)", *size)
+		if *oneTime {
+			name = fmt.Sprintf("Seal+Open one-time (%d B)", *size)
+		}
+		report(name, n, measure(conns, n, *warmup, *dur, pair))
+		report("health Check", n, measure(conns, n, *warmup, *dur, health))
+	}
+}
+
+type result struct {
+	lat    []time.Duration
+	errors int
+	dur    time.Duration
+}
+
+// measure runs op from n workers for warmup, then for dur, and returns the
+// latencies of the measured part.
+func measure(conns []*grpc.ClientConn, n int, warmup, dur time.Duration, op func(context.Context, *grpc.ClientConn) error) result {
+	var mu sync.Mutex
+	var all result
+	start := time.Now()
+	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			conn := conns[w%len(conns)]
+			var lat []time.Duration
+			errs := 0
+			for {
+				t := time.Now()
+				if t.After(end) {
+					break
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := op(ctx, conn)
+				cancel()
+				if t.After(measureFrom) {
+					lat = append(lat, time.Since(t))
+					if err != nil {
+						errs++
+					}
+				}
+			}
+			mu.Lock()
+			all.lat = append(all.lat, lat...)
+			all.errors += errs
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	all.dur = dur
+	return all
+}
+
+func report(name string, n int, r result) {
+	slices.Sort(r.lat)
+	q := func(p float64) time.Duration {
+		if len(r.lat) == 0 {
+			return 0
+		}
+		return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+	}
+	fmt.Printf("| %s | %d | %.0f | %v | %v | %d |\n", name, n, float64(len(r.lat))/r.dur.Seconds(),
+		q(0.50).Round(time.Microsecond), q(0.99).Round(time.Microsecond), r.errors)
+}

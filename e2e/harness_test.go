@@ -1,0 +1,246 @@
+// Package e2e drives the real sealer binary over real sockets.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+)
+
+// binary is the sealer built once for all tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sealer-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sealer")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/sealer")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sealer:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running sealer.
+type proc struct {
+	GRPC, HTTP string
+	cmd        *exec.Cmd
+	logs       *syncBuffer
+	exited     chan struct{}
+	exitErr    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs `sealer serve` on free loopback ports with the given data
+// directory and extra flags, and waits until it listens.
+func start(t *testing.T, dataDir string, flags ...string) *proc {
+	t.Helper()
+	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--data-dir", dataDir, "--log-format", "json", "--log-level", "debug"}, flags...)
+	cmd := exec.Command(binary, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	listening := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		found := false
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.logs.Write(append(line, '\n'))
+			var rec struct{ Msg, GRPC, HTTP string }
+			if !found && json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
+				p.GRPC, p.HTTP, found = rec.GRPC, rec.HTTP, true
+				listening <- nil
+			}
+		}
+		if !found {
+			listening <- fmt.Errorf("sealer exited before listening")
+		}
+	}()
+	go func() { p.exitErr = cmd.Wait(); close(p.exited) }()
+	select {
+	case err := <-listening:
+		if err != nil {
+			<-p.exited
+			t.Fatalf("%v: %v\n%s", err, p.exitErr, p.logs)
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("sealer did not listen within 15s:\n%s", p.logs)
+	}
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+// stop sends sig and waits for the process to exit.
+func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return p.exitErr
+	case <-time.After(30 * time.Second):
+		p.kill()
+		t.Fatal("sealer did not exit within 30s")
+		return nil
+	}
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+	default:
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// api is one way to call the sealer: gRPC or REST. Requests are written as
+// the REST contract's JSON, so both transports are held to it.
+type api interface {
+	call(t *testing.T, method, body string) (resp map[string]any, reason string)
+}
+
+type grpcAPI struct{ client sealerv1.SealerClient }
+
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func newGRPC(t *testing.T, p *proc) grpcAPI {
+	return grpcAPI{sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))}
+}
+
+func (g grpcAPI) call(t *testing.T, method, body string) (map[string]any, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var (
+		resp proto.Message
+		err  error
+	)
+	switch method {
+	case "seal":
+		req := &sealerv1.SealRequest{}
+		mustUnmarshal(t, body, req)
+		resp, err = g.client.Seal(ctx, req)
+	case "open":
+		req := &sealerv1.OpenRequest{}
+		mustUnmarshal(t, body, req)
+		resp, err = g.client.Open(ctx, req)
+	default:
+		t.Fatalf("unknown method %s", method)
+	}
+	if err != nil {
+		return nil, reasonOf(t, status.Convert(err))
+	}
+	out, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(out, &m)
+	return m, "OK"
+}
+
+func mustUnmarshal(t *testing.T, body string, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal([]byte(body), m); err != nil {
+		t.Fatalf("request %s is not valid for the proto: %v", body, err)
+	}
+}
+
+func reasonOf(t *testing.T, st *status.Status) string {
+	t.Helper()
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	return "NO_ERROR_INFO:" + st.Code().String()
+}
+
+type restAPI struct{ base string }
+
+func newREST(p *proc) restAPI { return restAPI{"http://" + p.HTTP} }
+
+func (r restAPI) call(t *testing.T, method, body string) (map[string]any, string) {
+	t.Helper()
+	resp, err := http.Post(r.base+"/v1/"+method, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: not JSON: %q", method, data)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return m, "OK"
+	}
+	details, _ := m["details"].([]any)
+	for _, d := range details {
+		if d, ok := d.(map[string]any); ok && d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo" {
+			return m, d["reason"].(string)
+		}
+	}
+	return m, fmt.Sprintf("NO_ERROR_INFO:%d", resp.StatusCode)
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the whole test suite, integration tests included: the README's test
+# command. It installs and starts what the tests need.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "buf lint"
+go tool -modfile=tools/go.mod buf lint
+
+step "gen/ matches proto/ (buf generate, then diff)"
+go tool -modfile=tools/go.mod buf generate
+if [ -d .git ] && [ -n "$(git status --porcelain -- gen)" ]; then
+  git status --porcelain -- gen
+  git diff --stat -- gen
+  echo "gen/ is stale: run 'go tool -modfile=tools/go.mod buf generate' and commit the result" >&2
+  exit 1
+fi
+
+step "gofmt and go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null | grep -v '^gen/' || find . -name '*.go' -not -path './gen/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+
+step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binary)"
+go test -race -count=1 ./...
