@@ -356,5 +356,3 @@ func runSealer(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
-
-
