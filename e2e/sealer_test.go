@@ -81,7 +81,7 @@ func apis(t *testing.T, p *proc) map[string]api {
 
 func TestSealer_EndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	p := start(t, dir, "--skew", "100ms")
+	p := start(t, dir, "--skew", "100ms", "--sweep-interval", "200ms")
 	var sec secrets
 	for name, a := range apis(t, p) {
 		t.Run(name, func(t *testing.T) {
@@ -168,6 +168,19 @@ func TestSealer_EndToEnd(t *testing.T) {
 	})
 	t.Run("REST oversize body", func(t *testing.T) {
 		expectReason(t, newREST(p), "seal", sealBody("a", `{"name":"x","_meta":"`+strings.Repeat("m", 4<<20)+`"}`, "", ""), "INVALID_ARGUMENT")
+	})
+
+	t.Run("R7 consumed entries are swept once their state expires", func(t *testing.T) {
+		a := newGRPC(t, p)
+		st := mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"ttl":"1s","oneTime":true`))
+		expectReason(t, a, "open", openBody(st, "alice", weatherParams), "OK")
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(httpGet(t, "http://"+p.HTTP+"/metrics"), "sealer_ledger_swept_total 1") {
+			if time.Now().After(deadline) {
+				t.Fatal("the consumed entry was not swept within 10s of its expiry")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 
 	t.Run("health, readiness and metrics", func(t *testing.T) {

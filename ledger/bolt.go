@@ -131,10 +131,10 @@ func (b *Bolt) Len() (int, error) {
 	return n, err
 }
 
-// SweepEvery sweeps at the given interval until ctx is done. It returns nil
-// when ctx is done; sweep errors are reported through onError and retried
+// SweepEvery sweeps at the given interval until ctx is done, then returns
+// nil. Each sweep's count and error go to report; a failed sweep is retried
 // at the next tick.
-func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, onError func(error)) error {
+func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, report func(swept int, err error)) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -142,9 +142,7 @@ func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, onError func
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			if _, err := b.Sweep(now); err != nil && onError != nil {
-				onError(err)
-			}
+			report(b.Sweep(now))
 		}
 	}
 }

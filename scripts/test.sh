@@ -7,6 +7,27 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
 step() { printf '\n== %s\n' "$*"; }
 
+# apt_install installs Debian packages when a command is missing. It needs
+# root (as CI and the developer machines run); elsewhere it says what to do.
+apt_updated=""
+apt_install() {
+  local cmd=$1; shift
+  command -v "$cmd" >/dev/null && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "$cmd is missing: install the Debian packages $* (needs root)" >&2
+    return 1
+  fi
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+step "redis-server (Debian package) for the ledger and fleet tests"
+apt_install redis-server redis-server
+redis-server --version
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,18 @@ type Config struct {
 	HTTPAddr string
 	// DataDir holds the generated key file and the embedded ledger.
 	DataDir string
+	// KeyFile is the key file; empty means keys.json in DataDir, generated
+	// when missing. A key file given here is never generated.
+	KeyFile string
+	// Ledger is "embedded" (a bbolt file in DataDir) or a Redis URL (see
+	// ledger.RedisOptions) shared by every replica.
+	Ledger string
+	// LedgerTimeout bounds each call to a Redis ledger.
+	LedgerTimeout time.Duration
+	// LedgerPasswordFile and LedgerCAFile hold the Redis password and the CA
+	// bundle that verifies a rediss:// server.
+	LedgerPasswordFile string
+	LedgerCAFile       string
 	// DefaultTTL is the life of a state sealed without a TTL; a requested TTL
 	// outside [MinTTL, MaxTTL] is refused, never clamped.
 	DefaultTTL time.Duration
@@ -40,6 +53,8 @@ func Defaults() Config {
 		GRPCAddr:      "127.0.0.1:7443",
 		HTTPAddr:      "127.0.0.1:7080",
 		DataDir:       "sealer-data",
+		Ledger:        "embedded",
+		LedgerTimeout: 500 * time.Millisecond,
 		DefaultTTL:    5 * time.Minute,
 		MinTTL:        time.Second,
 		MaxTTL:        time.Hour,
@@ -59,6 +74,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir: empty"))
+	}
+	if c.Ledger != "embedded" && !strings.HasPrefix(c.Ledger, "redis") {
+		errs = append(errs, errors.New("ledger: want embedded or a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL"))
+	}
+	if c.LedgerTimeout <= 0 || c.LedgerTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("ledger-timeout %v: want more than 0, at most 1m", c.LedgerTimeout))
 	}
 	switch {
 	case c.MinTTL < time.Millisecond:

@@ -26,7 +26,7 @@ const (
 // httpHandler serves the REST gateway on /v1/, metrics, and health. The
 // gateway reaches the service through conn, a client of the gRPC server, so
 // REST callers pass through the same interceptors as gRPC callers.
-func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready func() bool) (http.Handler, error) {
+func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready func(context.Context) error) (http.Handler, error) {
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
@@ -41,9 +41,9 @@ func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready 
 	mux.Handle("POST /v1/", http.MaxBytesHandler(gw, maxHTTPBody))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

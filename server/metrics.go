@@ -10,11 +10,12 @@ import (
 // metrics are the service's Prometheus metrics. Labels hold method names and
 // outcome reasons only: never a principal, tenant secret, state or payload.
 type metrics struct {
-	registry *prometheus.Registry
-	calls    *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	ledger   *prometheus.HistogramVec
-	swept    prometheus.Counter
+	registry  *prometheus.Registry
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	ledger    *prometheus.HistogramVec
+	ledgerErr prometheus.Counter
+	swept     prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -34,12 +35,16 @@ func newMetrics() *metrics {
 			Help:    "Time spent consuming one-time states in the ledger, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
 		}, []string{"reason"}),
+		ledgerErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sealer_ledger_errors_total",
+			Help: "Ledger calls that failed (LEDGER_UNAVAILABLE): errors, timeouts, unexpected replies.",
+		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sealer_ledger_swept_total",
 			Help: "Expired ledger entries deleted.",
 		}),
 	}
-	m.registry.MustRegister(m.calls, m.latency, m.ledger, m.swept,
+	m.registry.MustRegister(m.calls, m.latency, m.ledger, m.ledgerErr, m.swept,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

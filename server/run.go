@@ -34,11 +34,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	ring, err := loadKeys(cfg.DataDir, log)
+	ring, err := loadKeys(cfg, log)
 	if err != nil {
 		return err
 	}
-	led, err := ledger.OpenBolt(filepath.Join(cfg.DataDir, "ledger.db"))
+	led, err := openLedger(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("gateway client: %v", err)
 	}
 	defer conn.Close()
-	handler, err := svc.httpHandler(ctx, conn, func() bool { return svc.ring.Load() != nil })
+	handler, err := svc.httpHandler(ctx, conn, func(ctx context.Context) error {
+		if svc.ring.Load() == nil {
+			return errors.New("no keys loaded")
+		}
+		return led.Ping(ctx)
+	})
 	if err != nil {
 		return fmt.Errorf("gateway: %v", err)
 	}
@@ -91,8 +96,8 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(),
-		"data_dir", cfg.DataDir, "key_versions", ring.Versions(), "sealing_version", ring.SealingVersion())
+	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "data_dir", cfg.DataDir,
+		"ledger", led.String(), "key_versions", ring.Versions(), "sealing_version", ring.SealingVersion())
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return gs.Serve(gl) })
@@ -102,9 +107,16 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return nil
 	})
-	g.Go(func() error {
-		return led.SweepEvery(gctx, cfg.SweepInterval, func(err error) { log.Error("ledger sweep failed", "cause", err.Error()) })
-	})
+	if b, ok := led.Ledger.(*ledger.Bolt); ok {
+		g.Go(func() error {
+			return b.SweepEvery(gctx, cfg.SweepInterval, func(n int, err error) {
+				svc.metrics.swept.Add(float64(n))
+				if err != nil {
+					log.Error("ledger sweep failed", "cause", err.Error())
+				}
+			})
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("draining", "grace", cfg.ShutdownGrace.String())
@@ -136,13 +148,16 @@ func drain(hsrv *http.Server, gs *grpc.Server, grace time.Duration, log *slog.Lo
 	}
 }
 
-// loadKeys loads the key file of the data directory, creating both when
-// missing.
-func loadKeys(dir string, log *slog.Logger) (*keys.Ring, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// loadKeys loads the configured key file, or the one of the data directory,
+// creating that one when missing.
+func loadKeys(cfg Config, log *slog.Logger) (*keys.Ring, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %v", err)
 	}
-	f := keys.File{Path: filepath.Join(dir, "keys.json")}
+	if cfg.KeyFile != "" {
+		return keys.File{Path: cfg.KeyFile}.Load()
+	}
+	f := keys.File{Path: filepath.Join(cfg.DataDir, "keys.json")}
 	if !f.Exists() {
 		if err := keys.GenerateFile(f.Path, time.Now()); err != nil {
 			return nil, err

@@ -88,7 +88,11 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if o.OneTime {
 		t := time.Now()
 		err := s.ledger.Consume(ctx, defaultTenant, o.ID, o.ExpiresAt.Add(s.cfg.Skew))
-		s.metrics.ledger.WithLabelValues(ledgerReason(err)).Observe(time.Since(t).Seconds())
+		reason := ledgerReason(err)
+		s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(t).Seconds())
+		if reason == reasonLedgerUnavailable {
+			s.metrics.ledgerErr.Inc()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testredis"
+)
+
+// fleet starts n sealers sharing one key file and the Redis ledger at url.
+func fleet(t *testing.T, n int, url string, flags ...string) []*proc {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "keys.json")
+	if out, err := runSealer("keygen", keyFile); err != nil {
+		t.Fatalf("keygen: %v: %s", err, out)
+	}
+	var ps []*proc
+	for range n {
+		ps = append(ps, start(t, t.TempDir(), append([]string{"--key-file", keyFile, "--ledger", url}, flags...)...))
+	}
+	return ps
+}
+
+// TestFleet_R6_R10_OneTimeAcrossReplicas: three real sealers share one key
+// file and one Redis. A state sealed on one opens on any other (R10); a
+// one-time state opened by 30 concurrent callers spread over the three
+// succeeds exactly once (R6).
+func TestFleet_R6_R10_OneTimeAcrossReplicas(t *testing.T) {
+	redisSrv := testredis.Start(t, false)
+	ps := fleet(t, 3, redisSrv.URL())
+	var callers []api
+	for _, p := range ps {
+		callers = append(callers, newGRPC(t, p), newREST(p))
+	}
+
+	state := mustSeal(t, callers[0], sealBody("alice", weatherParams, "anywhere", ""))
+	for i, a := range callers {
+		if _, got := a.call(t, "open", openBody(state, "alice", weatherParams)); got != "OK" {
+			t.Errorf("R10: replica %d opens a state sealed by replica 0: got %s, want OK", i/2, got)
+		}
+	}
+
+	for round := range 3 {
+		once := mustSeal(t, callers[0], sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+		reasons := map[string]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		startGun := make(chan struct{})
+		for i := range 30 {
+			wg.Go(func() {
+				<-startGun
+				_, reason := callers[i%len(callers)].call(t, "open", openBody(once, "alice", weatherParams))
+				mu.Lock()
+				reasons[reason]++
+				mu.Unlock()
+			})
+		}
+		close(startGun)
+		wg.Wait()
+		if reasons["OK"] != 1 || reasons["ALREADY_CONSUMED"] != 29 {
+			t.Fatalf("round %d: got %v, want 1 OK and 29 ALREADY_CONSUMED", round, reasons)
+		}
+	}
+}
+
+// TestFleet_RedisFaults: with Redis stopped, one-time opens fail closed with
+// LEDGER_UNAVAILABLE, fast, while seals and ordinary opens go on; the
+// failed state is not lost. With Redis back, one-time opens work again
+// without restarting the sealer. A Redis restarted with persistence still
+// refuses a state consumed before the restart.
+func TestFleet_RedisFaults(t *testing.T) {
+	redisSrv := testredis.Start(t, true)
+	p := fleet(t, 1, redisSrv.URL(), "--ledger-timeout", "300ms")[0]
+	for name, a := range apis(t, p) {
+		t.Run(name, func(t *testing.T) {
+			consumed := mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"oneTime":true`))
+			expectReason(t, a, "open", openBody(consumed, "alice", weatherParams), "OK")
+			pending := mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"oneTime":true`))
+			expectReady(t, p, http.StatusOK)
+
+			redisSrv.Stop(t)
+			began := time.Now()
+			expectReason(t, a, "open", openBody(pending, "alice", weatherParams), "LEDGER_UNAVAILABLE")
+			if took := time.Since(began); took > 3*time.Second {
+				t.Errorf("LEDGER_UNAVAILABLE after %v; the ledger timeout is 300ms", took)
+			}
+			ordinary := mustSeal(t, a, sealBody("alice", weatherParams, "x", ""))
+			expectReason(t, a, "open", openBody(ordinary, "alice", weatherParams), "OK")
+			expectReady(t, p, http.StatusServiceUnavailable)
+
+			redisSrv.Restart(t)
+			expectReason(t, a, "open", openBody(pending, "alice", weatherParams), "OK")
+			expectReason(t, a, "open", openBody(pending, "alice", weatherParams), "ALREADY_CONSUMED")
+			expectReason(t, a, "open", openBody(consumed, "alice", weatherParams), "ALREADY_CONSUMED")
+			expectReady(t, p, http.StatusOK)
+		})
+	}
+}
+
+// expectReady checks the status of /readyz.
+func expectReady(t *testing.T, p *proc, want int) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTP + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("/readyz: got %d, want %d", resp.StatusCode, want)
+	}
+}

@@ -1,0 +1,196 @@
+package ledger
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// keyPrefix namespaces the ledger's keys in a Redis shared with others.
+const keyPrefix = "sealer:v1:consumed:"
+
+// Redis is the ledger of a fleet: every replica consumes in one Redis (single
+// node, Sentinel or Cluster) with one atomic SET NX PXAT per one-time state.
+// Any error, timeout or unexpected reply is ErrUnavailable: it never reports
+// a state as unconsumed when it cannot tell.
+type Redis struct {
+	client  redis.UniversalClient
+	timeout time.Duration
+}
+
+var _ Ledger = (*Redis)(nil)
+
+// RedisOptions configure NewRedis.
+type RedisOptions struct {
+	// URL picks the deployment by scheme, with user and password for ACLs:
+	//
+	//	redis://user:pass@host:6379/0            single node
+	//	rediss://user:pass@host:6380/0           single node over TLS
+	//	redis+sentinel://user:pass@h1:26379/0?addr=h2:26379&master=mymaster
+	//	redis+cluster://user:pass@h1:6379?addr=h2:6379
+	//
+	// (rediss+sentinel and rediss+cluster for TLS.)
+	URL string
+	// PasswordFile, when set, holds the password instead of the URL.
+	PasswordFile string
+	// CAFile, when set, is the PEM bundle that verifies the server for TLS.
+	CAFile string
+	// Timeout bounds every Redis call, dial included. Zero means 500ms.
+	Timeout time.Duration
+}
+
+// NewRedis returns a Redis ledger. It does not connect: the first call does,
+// and Ping checks reachability.
+func NewRedis(o RedisOptions) (*Redis, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 500 * time.Millisecond
+	}
+	password := ""
+	if o.PasswordFile != "" {
+		b, err := os.ReadFile(o.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: redis password file: %v", err)
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	var roots *x509.CertPool
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: redis CA file: %v", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ledger: redis CA file %s holds no PEM certificate", o.CAFile)
+		}
+	}
+	client, err := redisClient(o.URL, password, roots, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Redis{client: client, timeout: o.Timeout}, nil
+}
+
+// redisClient builds the client for the URL's scheme. Retries are off: a
+// retried SET NX whose first attempt landed would report the caller's own
+// consume as someone else's.
+func redisClient(raw, password string, roots *x509.CertPool, timeout time.Duration) (redis.UniversalClient, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("ledger: redis URL does not parse") // the URL may hold a password: not quoted
+	}
+	base, kind, _ := strings.Cut(u.Scheme, "+")
+	if base != "redis" && base != "rediss" {
+		return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
+	}
+	tlsConfig := func(c *tls.Config) *tls.Config {
+		if c == nil {
+			return nil
+		}
+		c.MinVersion = tls.VersionTLS12
+		if roots != nil {
+			c.RootCAs = roots
+		}
+		return c
+	}
+	u.Scheme = base
+	switch kind {
+	case "":
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
+		}
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
+		o.TLSConfig = tlsConfig(o.TLSConfig)
+		if password != "" {
+			o.Password = password
+		}
+		return redis.NewClient(o), nil
+	case "sentinel":
+		q := u.Query()
+		master := q.Get("master")
+		if master == "" {
+			return nil, errors.New("ledger: redis+sentinel URL needs ?master=NAME")
+		}
+		q.Del("master")
+		u.RawQuery = q.Encode()
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
+		}
+		o.MasterName = master
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
+		o.TLSConfig = tlsConfig(o.TLSConfig)
+		if password != "" {
+			o.Password = password
+		}
+		return redis.NewFailoverClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
+		}
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
+		o.TLSConfig = tlsConfig(o.TLSConfig)
+		if password != "" {
+			o.Password = password
+		}
+		return redis.NewClusterClient(o), nil
+	}
+	return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
+}
+
+// redactErr removes the URL's password from a parser's message.
+func redactErr(err error, u *url.URL) string {
+	msg := err.Error()
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return msg
+}
+
+// redisKey is the key of a state: prefix, tenant length, tenant, id in hex.
+func redisKey(tenant string, id sealer.StateID) string {
+	return keyPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(id[:])
+}
+
+// Consume implements Ledger with SET key 1 NX PXAT until.
+func (r *Redis) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", redis.SetArgs{Mode: "NX", ExpireAt: until.Truncate(time.Millisecond).Add(time.Millisecond)}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return ErrConsumed
+	case err != nil:
+		return fmt.Errorf("%w: redis: %v", ErrUnavailable, err)
+	case res != "OK":
+		return fmt.Errorf("%w: redis answered SET NX with %.20q", ErrUnavailable, res)
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers within the timeout.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: redis: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close closes the client's connections.
+func (r *Redis) Close() error { return r.client.Close() }

@@ -1,0 +1,95 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testredis"
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/ledgertest"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+func newRedis(t *testing.T, url string) *ledger.Redis {
+	t.Helper()
+	r, err := ledger.NewRedis(ledger.RedisOptions{URL: url, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestRedis_Conformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Subject {
+		// Each subject gets its own server so that Break stops only its own.
+		own := testredis.Start(t, false)
+		r := newRedis(t, own.URL())
+		return ledgertest.Subject{
+			Ledger: r,
+			Expire: func(t *testing.T, until time.Time) { time.Sleep(time.Until(until) + 50*time.Millisecond) },
+			Break:  func(t *testing.T) { own.Stop(t) },
+		}
+	})
+}
+
+func TestRedis_R6_ConsumedSurvivesRestartWithPersistence(t *testing.T) {
+	srv := testredis.Start(t, true)
+	r := newRedis(t, srv.URL())
+	id := sealer.StateID{9}
+	if err := r.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	if err := r.Consume(context.Background(), "t", sealer.StateID{8}, time.Now().Add(time.Hour)); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("redis stopped: got %v, want ErrUnavailable", err)
+	}
+	srv.Restart(t)
+	if err := r.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("after restart: got %v, want ErrConsumed", err)
+	}
+}
+
+func TestRedis_UnavailableWithinTimeout(t *testing.T) {
+	srv := testredis.Start(t, false)
+	r := newRedis(t, srv.URL())
+	srv.Stop(t)
+	start := time.Now()
+	err := r.Consume(context.Background(), "t", sealer.StateID{1}, time.Now().Add(time.Hour))
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	if err := r.Ping(context.Background()); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("ping: got %v, want ErrUnavailable", err)
+	}
+	t.Logf("refused after %v", time.Since(start))
+}
+
+func TestNewRedis_URLs(t *testing.T) {
+	for _, tc := range []struct{ url, err string }{
+		{"redis://127.0.0.1:6379/0", ""},
+		{"rediss://user:secret@127.0.0.1:6380/1", ""},
+		{"redis+cluster://user:secret@127.0.0.1:7000?addr=127.0.0.1:7001", ""},
+		{"redis+sentinel://127.0.0.1:26379/0?addr=127.0.0.1:26380&master=mymaster", ""},
+		{"redis+sentinel://127.0.0.1:26379/0", "master"},
+		{"http://127.0.0.1", "scheme"},
+		{"redis://user:hunter2@127.0.0.1:6379/notanumber", "redis URL"},
+		{"::", "does not parse"},
+	} {
+		r, err := ledger.NewRedis(ledger.RedisOptions{URL: tc.url})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.url, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error about %s", tc.url, err, tc.err)
+		case err != nil && strings.Contains(err.Error(), "hunter2"):
+			t.Errorf("%s: error %q shows the password", tc.url, err)
+		}
+		if r != nil {
+			r.Close()
+		}
+	}
+}
