@@ -3,10 +3,12 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/testpki"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/ledger/ledgertest"
@@ -91,5 +93,65 @@ func TestNewRedis_URLs(t *testing.T) {
 		if r != nil {
 			r.Close()
 		}
+	}
+}
+
+// TestRedis_ACLUser checks the README's minimal ACL: an ACL user with only
+// SET on the ledger's keys and PING can consume; a wrong password cannot.
+func TestRedis_ACLUser(t *testing.T) {
+	srv := testredis.Start(t, false, "--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+set", "+ping")
+	ok := newRedis(t, "redis://sealer:s3cret-pw@"+srv.Addr+"/0")
+	if err := ok.Ping(context.Background()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	id := sealer.StateID{7}
+	if err := ok.Consume(context.Background(), "t", id, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("consume as the ACL user: %v", err)
+	}
+	if err := ok.Consume(context.Background(), "t", id, time.Now().Add(time.Minute)); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("again: got %v, want ErrConsumed", err)
+	}
+	bad := newRedis(t, "redis://sealer:wrong@"+srv.Addr+"/0")
+	err := bad.Consume(context.Background(), "t", sealer.StateID{8}, time.Now().Add(time.Minute))
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("wrong password: got %v, want ErrUnavailable", err)
+	}
+	if strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("error %q shows a password", err)
+	}
+}
+
+// TestRedis_TLS: a rediss:// ledger verifies the server with the CA file,
+// and refuses a server its CA did not sign.
+func TestRedis_TLS(t *testing.T) {
+	ca := testpki.NewCA(t, "redis-test")
+	cert := ca.Server(t, "redis")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsAddr := l.Addr().String()
+	l.Close()
+	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
+	testredis.Start(t, false, "--tls-port", tlsPort, "--tls-cert-file", cert.CertFile,
+		"--tls-key-file", cert.KeyFile, "--tls-ca-cert-file", ca.CertFile, "--tls-auth-clients", "no")
+
+	r, err := ledger.NewRedis(ledger.RedisOptions{URL: "rediss://" + tlsAddr + "/0", CAFile: ca.CertFile, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Consume(context.Background(), "t", sealer.StateID{1}, time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("consume over TLS: %v", err)
+	}
+
+	other := testpki.NewCA(t, "other")
+	untrusting, err := ledger.NewRedis(ledger.RedisOptions{URL: "rediss://" + tlsAddr + "/0", CAFile: other.CertFile, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusting.Close()
+	if err := untrusting.Consume(context.Background(), "t", sealer.StateID{2}, time.Now().Add(time.Minute)); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("server signed by another CA: got %v, want ErrUnavailable", err)
 	}
 }

@@ -1,12 +1,17 @@
-// Command sealer-load measures a running sealer over gRPC: Seal+Open round
-// trips, and the gRPC health Check as the floor any gRPC service reaches on
-// the same machine. It prints a Markdown table.
+// Command sealer-load measures a running sealer over gRPC and prints a
+// Markdown table. Operations (-ops):
 //
-//	sealer-load -addr 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s
+//	seal-open     a Seal, then an Open of the state it returned
+//	open          an Open of an ordinary state sealed before the clock started
+//	open-onetime  the same with one-time states (each Open consumes in the ledger)
+//	health        the gRPC health Check: the floor any gRPC service reaches here
+//
+//	sealer-load -addr 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s -ops seal-open,health
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,7 +35,8 @@ func main() {
 	dur := flag.Duration("d", 10*time.Second, "measured duration per level")
 	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up per level")
 	size := flag.Int("payload", 1024, "payload bytes")
-	oneTime := flag.Bool("one-time", false, "seal one-time states (Open consumes them in the ledger)")
+	ops := flag.String("ops", "seal-open,health", "operations to measure, comma separated")
+	poolRate := flag.Int("pool-rate", 20000, "open ops: states sealed beforehand per second of warmup+duration")
 	flag.Parse()
 
 	conns := make([]*grpc.ClientConn, 4)
@@ -47,18 +53,51 @@ func main() {
 	binding := &sealerv1.Binding{Method: "tools/call", Params: params}
 	payload := make([]byte, *size)
 
+	seal := func(ctx context.Context, conn *grpc.ClientConn, oneTime bool) (string, error) {
+		s, err := sealerv1.NewSealerClient(conn).Seal(ctx, &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
+		return s.GetRequestState(), err
+	}
+	open := func(ctx context.Context, conn *grpc.ClientConn, state string) error {
+		_, err := sealerv1.NewSealerClient(conn).Open(ctx, &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: binding})
+		return err
+	}
 	pair := func(ctx context.Context, conn *grpc.ClientConn) error {
-		c := sealerv1.NewSealerClient(conn)
-		s, err := c.Seal(ctx, &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: *oneTime})
+		state, err := seal(ctx, conn, false)
 		if err != nil {
 			return err
 		}
-		_, err = c.Open(ctx, &sealerv1.OpenRequest{RequestState: s.RequestState, Principal: "alice", Request: binding})
-		return err
+		return open(ctx, conn, state)
 	}
 	health := func(ctx context.Context, conn *grpc.ClientConn) error {
 		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
+	}
+	// opener returns an op that opens states sealed beforehand, enough for
+	// rate ops/s over warmup+dur.
+	opener := func(oneTime bool, workers int, rate int) func(context.Context, *grpc.ClientConn) error {
+		states := make(chan string, rate)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < rate; i += 8 {
+					st, err := seal(context.Background(), conns[w%len(conns)], oneTime)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "sealing the pool:", err)
+						os.Exit(1)
+					}
+					states <- st
+				}
+			})
+		}
+		wg.Wait()
+		close(states)
+		return func(ctx context.Context, conn *grpc.ClientConn) error {
+			st, ok := <-states
+			if !ok {
+				return errPoolEmpty
+			}
+			return open(ctx, conn, st)
+		}
 	}
 
 	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
@@ -68,14 +107,29 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bad concurrency %q\n", l)
 			os.Exit(2)
 		}
-		name := fmt.Sprintf("Seal+Open (%d B)", *size)
-		if *oneTime {
-			name = fmt.Sprintf("Seal+Open one-time (%d B)", *size)
+		for _, op := range strings.Split(*ops, ",") {
+			switch op {
+			case "seal-open":
+				report(fmt.Sprintf("Seal+Open (%d B)", *size), n, measure(conns, n, *warmup, *dur, pair))
+			case "open", "open-onetime":
+				pool := int(float64(*poolRate) * (*warmup + *dur).Seconds())
+				f := opener(op == "open-onetime", n, pool)
+				name := fmt.Sprintf("Open (%d B)", *size)
+				if op == "open-onetime" {
+					name = fmt.Sprintf("Open one-time (%d B)", *size)
+				}
+				report(name, n, measure(conns, n, *warmup, *dur, f))
+			case "health":
+				report("health Check", n, measure(conns, n, *warmup, *dur, health))
+			default:
+				fmt.Fprintf(os.Stderr, "unknown op %q\n", op)
+				os.Exit(2)
+			}
 		}
-		report(name, n, measure(conns, n, *warmup, *dur, pair))
-		report("health Check", n, measure(conns, n, *warmup, *dur, health))
 	}
 }
+
+var errPoolEmpty = errors.New("pool of sealed states is empty")
 
 type result struct {
 	lat    []time.Duration
@@ -104,6 +158,10 @@ func measure(conns []*grpc.ClientConn, n int, warmup, dur time.Duration, op func
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				err := op(ctx, conn)
 				cancel()
+				if errors.Is(err, errPoolEmpty) {
+					fmt.Fprintln(os.Stderr, "the pool of sealed states ran out: raise -pool-rate")
+					os.Exit(1)
+				}
 				if t.After(measureFrom) {
 					lat = append(lat, time.Since(t))
 					if err != nil {

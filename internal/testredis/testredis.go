@@ -7,6 +7,7 @@
 package testredis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -24,6 +25,7 @@ type Server struct {
 	Addr    string
 	dir     string
 	persist bool
+	extra   []string
 	cmd     *exec.Cmd
 	done    chan struct{}
 }
@@ -43,8 +45,10 @@ func Binary(t testing.TB) string {
 
 // Start runs a redis-server for the test and stops it at cleanup. With
 // persist, every write is appended and fsynced (appendonly yes, appendfsync
-// always) so that a restart keeps it; without, nothing is saved.
-func Start(t testing.TB, persist bool) *Server {
+// always) so that a restart keeps it; without, nothing is saved. extraArgs
+// go to redis-server as they are; with an ACL user among them, the default
+// user must stay enabled for the readiness PING.
+func Start(t testing.TB, persist bool, extraArgs ...string) *Server {
 	t.Helper()
 	Binary(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,7 +57,7 @@ func Start(t testing.TB, persist bool) *Server {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &Server{Addr: addr, dir: t.TempDir(), persist: persist}
+	s := &Server{Addr: addr, dir: t.TempDir(), persist: persist, extra: extraArgs}
 	s.Restart(t)
 	t.Cleanup(func() { s.Stop(t) })
 	return s
@@ -71,7 +75,10 @@ func (s *Server) Restart(t testing.TB) {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	args = append(args, s.extra...)
 	s.cmd = exec.Command(Binary(t), args...)
+	var out bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +95,15 @@ func (s *Server) Restart(t testing.TB) {
 		if err == nil {
 			return
 		}
+		select {
+		case <-s.done:
+			t.Fatalf("redis-server exited: %s", out.String())
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s: %v", s.Addr, err)
+			s.cmd.Process.Kill()
+			<-s.done
+			t.Fatalf("redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -118,7 +132,6 @@ func (s *Server) Stop(t testing.TB) {
 
 // URL is the ledger URL of the server.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
-
 
 // String names the server for test logs.
 func (s *Server) String() string { return fmt.Sprintf("redis-server %s", s.Addr) }
