@@ -3,6 +3,7 @@
 //
 //	seal-open     a Seal, then an Open of the state it returned
 //	open          an Open of an ordinary state sealed before the clock started
+//	              (the same state again and again: ordinary states reopen)
 //	open-onetime  the same with one-time states (each Open consumes in the ledger)
 //	health        the gRPC health Check: the floor any gRPC service reaches here
 //
@@ -72,14 +73,13 @@ func main() {
 		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
-	// opener returns an op that opens states sealed beforehand, enough for
-	// rate ops/s over warmup+dur.
-	opener := func(oneTime bool, workers int, rate int) func(context.Context, *grpc.ClientConn) error {
-		states := make(chan string, rate)
+	// opener returns an op that opens count states sealed beforehand.
+	opener := func(oneTime bool, count int) func(context.Context, *grpc.ClientConn) error {
+		states := make(chan string, count)
 		var wg sync.WaitGroup
 		for w := range 8 {
 			wg.Go(func() {
-				for i := w; i < rate; i += 8 {
+				for i := w; i < count; i += 8 {
 					st, err := seal(context.Background(), conns[w%len(conns)], oneTime)
 					if err != nil {
 						fmt.Fprintln(os.Stderr, "sealing the pool:", err)
@@ -111,14 +111,17 @@ func main() {
 			switch op {
 			case "seal-open":
 				report(fmt.Sprintf("Seal+Open (%d B)", *size), n, measure(conns, n, *warmup, *dur, pair))
-			case "open", "open-onetime":
-				pool := int(float64(*poolRate) * (*warmup + *dur).Seconds())
-				f := opener(op == "open-onetime", n, pool)
-				name := fmt.Sprintf("Open (%d B)", *size)
-				if op == "open-onetime" {
-					name = fmt.Sprintf("Open one-time (%d B)", *size)
+			case "open":
+				st, err := seal(context.Background(), conns[0], false)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "seal:", err)
+					os.Exit(1)
 				}
-				report(name, n, measure(conns, n, *warmup, *dur, f))
+				report(fmt.Sprintf("Open (%d B)", *size), n, measure(conns, n, *warmup, *dur,
+					func(ctx context.Context, conn *grpc.ClientConn) error { return open(ctx, conn, st) }))
+			case "open-onetime":
+				pool := int(float64(*poolRate) * (*warmup + *dur).Seconds())
+				report(fmt.Sprintf("Open one-time (%d B)", *size), n, measure(conns, n, *warmup, *dur, opener(true, pool)))
 			case "health":
 				report("health Check", n, measure(conns, n, *warmup, *dur, health))
 			default:
