@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -42,9 +43,11 @@ type fileKeyJSON struct {
 	Created time.Time `json:"created,omitzero"`
 }
 
+var _ Source = File{}
+
 // Load reads the file and returns its ring. It refuses a file that group or
 // others may access.
-func (f File) Load() (*Ring, error) {
+func (f File) Load(context.Context) (*Ring, error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %v", err)

@@ -2,6 +2,7 @@ package keys_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -129,7 +130,7 @@ func TestFile_GenerateAndLoad(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v, %v; want 0600", st.Mode().Perm(), err)
 	}
-	r, err := f.Load()
+	r, err := f.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestFile_Load(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Chmod(path, tc.mode)
-			r, err := keys.File{Path: path}.Load()
+			r, err := keys.File{Path: path}.Load(context.Background())
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}

@@ -20,9 +20,19 @@ type Config struct {
 	HTTPAddr string
 	// DataDir holds the generated key file and the embedded ledger.
 	DataDir string
+	// Keys is where keys come from: "file" (KeyFile), "vault-transit" or
+	// "vault-kv" (Vault).
+	Keys string
 	// KeyFile is the key file; empty means keys.json in DataDir, generated
 	// when missing. A key file given here is never generated.
 	KeyFile string
+	// KeyPoll is how often the key source is read again.
+	KeyPoll time.Duration
+	// KeyActivation is how old a new key version must be before it seals;
+	// zero means twice KeyPoll (see keys.Activated).
+	KeyActivation time.Duration
+	// Vault is where Vault is and how to log in.
+	Vault VaultConfig
 	// Ledger is "embedded" (a bbolt file in DataDir) or a Redis URL (see
 	// ledger.RedisOptions) shared by every replica.
 	Ledger string
@@ -53,6 +63,8 @@ func Defaults() Config {
 		GRPCAddr:      "127.0.0.1:7443",
 		HTTPAddr:      "127.0.0.1:7080",
 		DataDir:       "sealer-data",
+		Keys:          "file",
+		KeyPoll:       30 * time.Second,
 		Ledger:        "embedded",
 		LedgerTimeout: 500 * time.Millisecond,
 		DefaultTTL:    5 * time.Minute,
@@ -74,6 +86,25 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir: empty"))
+	}
+	switch c.Keys {
+	case "file":
+	case "vault-transit":
+		if c.Vault.TransitKey == "" {
+			errs = append(errs, errors.New("keys vault-transit: set --vault-transit-key"))
+		}
+	case "vault-kv":
+		if c.Vault.KVPath == "" {
+			errs = append(errs, errors.New("keys vault-kv: set --vault-kv-path"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("keys %q: want file, vault-transit or vault-kv", c.Keys))
+	}
+	if c.KeyPoll < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("key-poll %v: want at least 100ms", c.KeyPoll))
+	}
+	if c.KeyActivation < 0 {
+		errs = append(errs, fmt.Errorf("key-activation %v: want 0 (twice key-poll) or more", c.KeyActivation))
 	}
 	if c.Ledger != "embedded" && !strings.HasPrefix(c.Ledger, "redis") {
 		errs = append(errs, errors.New("ledger: want embedded or a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL"))
@@ -99,4 +130,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("sweep-interval %v: want more than 0", c.SweepInterval))
 	}
 	return errors.Join(errs...)
+}
+
+// activation is the effective KeyActivation.
+func (c *Config) activation() time.Duration {
+	if c.KeyActivation == 0 {
+		return 2 * c.KeyPoll
+	}
+	return c.KeyActivation
 }

@@ -28,6 +28,7 @@ const (
 	reasonAlreadyConsumed   = "ALREADY_CONSUMED"
 	reasonLedgerUnavailable = "LEDGER_UNAVAILABLE"
 	reasonInvalidArgument   = "INVALID_ARGUMENT"
+	reasonKeysUnavailable   = "KEYS_UNAVAILABLE"
 	reasonInternal          = "INTERNAL"
 )
 
@@ -48,6 +49,7 @@ var outcomes = []struct {
 	{sealer.ErrArgument, codes.InvalidArgument, reasonInvalidArgument},
 	{sealer.ErrMethod, codes.InvalidArgument, reasonInvalidArgument},
 	{errBadRequest, codes.InvalidArgument, reasonInvalidArgument},
+	{errNoKeys, codes.Unavailable, reasonKeysUnavailable},
 }
 
 // toStatus converts an error of the service into the gRPC status its caller

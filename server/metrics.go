@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mcp-sealer/sealer/keys"
 )
 
 // metrics are the service's Prometheus metrics. Labels hold method names and
@@ -47,6 +49,44 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.calls, m.latency, m.ledger, m.ledgerErr, m.swept,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchKeys exports the state of the key ring: versions held, the sealing
+// version, the age of the last good refresh and the failed refreshes.
+func (m *metrics) watchKeys(r *keys.Refresher) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sealer_key_versions",
+			Help: "Key versions in the ring (each may open).",
+		}, func() float64 {
+			if ring := r.Ring(); ring != nil {
+				return float64(len(ring.Versions()))
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sealer_key_sealing_version",
+			Help: "The key version that seals (0 before the first load).",
+		}, func() float64 {
+			if ring := r.Ring(); ring != nil {
+				return float64(ring.SealingVersion())
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sealer_key_refresh_age_seconds",
+			Help: "Seconds since the key ring was last loaded successfully (-1 before the first load).",
+		}, func() float64 {
+			if t := r.LastGood(); !t.IsZero() {
+				return time.Since(t).Seconds()
+			}
+			return -1
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sealer_key_refresh_errors_total",
+			Help: "Failed loads of the key ring.",
+		}, func() float64 { return float64(r.Errors()) }),
+	)
 }
 
 // start times one call; the returned function records its outcome.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 )
 
@@ -34,7 +32,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	ring, err := loadKeys(cfg, log)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %v", err)
+	}
+	ks, err := openKeys(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -44,8 +45,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer led.Close()
 
-	svc := &service{ledger: led, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
-	svc.ring.Store(ring)
+	svc := &service{keys: ks, ledger: led, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
+	svc.metrics.watchKeys(ks.Refresher)
 
 	var lc net.ListenConfig
 	gl, err := lc.Listen(ctx, "tcp", cfg.GRPCAddr)
@@ -78,8 +79,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer conn.Close()
 	handler, err := svc.httpHandler(ctx, conn, func(ctx context.Context) error {
-		if svc.ring.Load() == nil {
-			return errors.New("no keys loaded")
+		if ks.Ring() == nil {
+			return errors.New("no keys loaded yet")
 		}
 		return led.Ping(ctx)
 	})
@@ -97,7 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "data_dir", cfg.DataDir,
-		"ledger", led.String(), "key_versions", ring.Versions(), "sealing_version", ring.SealingVersion())
+		"ledger", led.String(), "keys", ks.name, "key_ring", fmt.Sprint(ks.Ring()))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return gs.Serve(gl) })
@@ -107,6 +108,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return nil
 	})
+	for _, task := range ks.tasks {
+		g.Go(func() error { return task(gctx) })
+	}
 	if b, ok := led.Ledger.(*ledger.Bolt); ok {
 		g.Go(func() error {
 			return b.SweepEvery(gctx, cfg.SweepInterval, func(n int, err error) {
@@ -146,23 +150,4 @@ func drain(hsrv *http.Server, gs *grpc.Server, grace time.Duration, log *slog.Lo
 		log.Warn("grpc drain cut short")
 		gs.Stop()
 	}
-}
-
-// loadKeys loads the configured key file, or the one of the data directory,
-// creating that one when missing.
-func loadKeys(cfg Config, log *slog.Logger) (*keys.Ring, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %v", err)
-	}
-	if cfg.KeyFile != "" {
-		return keys.File{Path: cfg.KeyFile}.Load()
-	}
-	f := keys.File{Path: filepath.Join(cfg.DataDir, "keys.json")}
-	if !f.Exists() {
-		if err := keys.GenerateFile(f.Path, time.Now()); err != nil {
-			return nil, err
-		}
-		log.Info("generated a new key file", "path", f.Path)
-	}
-	return f.Load()
 }

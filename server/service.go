@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -25,10 +24,21 @@ type consumer interface {
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
 }
 
+// ringSource is what the service needs of the key refresher.
+type ringSource interface {
+	// Ring returns the current ring, nil before the first load.
+	Ring() *keys.Ring
+	// Demand refreshes at once (rate-limited) and returns the ring then.
+	Demand(ctx context.Context) *keys.Ring
+}
+
+// errNoKeys means no key ring has been loaded yet.
+var errNoKeys = errors.New("sealer: no keys loaded yet")
+
 // service implements sealerv1.SealerServer over the core.
 type service struct {
 	sealerv1.UnimplementedSealerServer
-	ring    atomic.Pointer[keys.Ring]
+	keys    ringSource
 	ledger  consumer
 	cfg     Config
 	now     func() time.Time
@@ -60,7 +70,11 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 		ExpiresAt: now.Add(ttl),
 		OneTime:   req.GetOneTime(),
 	}
-	state, err := sealer.Seal(s.ring.Load(), defaultTenant, c, req.GetPayload())
+	ring := s.keys.Ring()
+	if ring == nil {
+		return nil, errNoKeys
+	}
+	state, err := sealer.Seal(ring, defaultTenant, c, req.GetPayload())
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +95,7 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
-	o, err := sealer.Open(s.ring.Load(), defaultTenant, req.GetRequestState(), want, s.now())
+	o, err := s.open(ctx, req.GetRequestState(), want)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +116,27 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 		IssuedAt:  timestamppb.New(o.IssuedAt),
 		ExpiresAt: timestamppb.New(o.ExpiresAt),
 	}, nil
+}
+
+// open opens a state with the current ring. A state that names a key version
+// newer than the ring (a rotation this replica has not seen yet) makes the
+// ring refresh at once, and the open is tried again with the new ring.
+func (s *service) open(ctx context.Context, state string, want sealer.Expect) (*sealer.Opened, error) {
+	ring := s.keys.Ring()
+	if ring == nil {
+		return nil, errNoKeys
+	}
+	o, err := sealer.Open(ring, defaultTenant, state, want, s.now())
+	if !errors.Is(err, sealer.ErrInvalid) {
+		return o, err
+	}
+	if h, herr := sealer.Inspect(state); herr != nil || h.KeyVersion <= ring.Newest() {
+		return nil, err
+	}
+	if fresh := s.keys.Demand(ctx); fresh != nil && fresh != ring {
+		return sealer.Open(fresh, defaultTenant, state, want, s.now())
+	}
+	return nil, err
 }
 
 func ledgerReason(err error) string {

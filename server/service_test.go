@@ -30,6 +30,12 @@ func (failingLedger) Consume(context.Context, string, sealer.StateID, time.Time)
 	return fmt.Errorf("%w: connection refused", ledger.ErrUnavailable)
 }
 
+// fixedRing is a ring source that never changes.
+type fixedRing struct{ ring *keys.Ring }
+
+func (f fixedRing) Ring() *keys.Ring                  { return f.ring }
+func (f fixedRing) Demand(context.Context) *keys.Ring { return f.ring }
+
 func testService(t *testing.T, l consumer) *service {
 	t.Helper()
 	k, err := keys.NewKey(1, bytes.Repeat([]byte{1}, keys.Size), time.Time{})
@@ -40,9 +46,7 @@ func testService(t *testing.T, l consumer) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &service{ledger: l, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
-	s.ring.Store(ring)
-	return s
+	return &service{keys: fixedRing{ring}, ledger: l, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.

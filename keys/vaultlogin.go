@@ -1,0 +1,130 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+)
+
+// VaultLogin keeps a Vault client logged in: it logs in with Method (AppRole,
+// Kubernetes, ...), keeps the token renewed with Vault's lifetime watcher,
+// and logs in again when renewal is no longer possible or Relogin is called
+// (on a denial: a revoked token). With a nil Method the client's own token
+// (VAULT_TOKEN or a token file) is used and renewed while renewable.
+type VaultLogin struct {
+	Client *vault.Client
+	Method vault.AuthMethod
+	// Report receives login and renewal failures; never a token.
+	Report func(error)
+	// Retry is the pause after a failed login; one second when zero.
+	Retry time.Duration
+
+	relogin chan struct{}
+}
+
+// Relogin asks Run to log in again. It never blocks.
+func (l *VaultLogin) Relogin() {
+	select {
+	case l.kick() <- struct{}{}:
+	default:
+	}
+}
+
+func (l *VaultLogin) kick() chan struct{} {
+	if l.relogin == nil {
+		l.relogin = make(chan struct{}, 1)
+	}
+	return l.relogin
+}
+
+// Login logs in once (or, with a nil Method, renews the client's token) and
+// returns the secret to watch, nil when there is nothing to renew.
+func (l *VaultLogin) Login(ctx context.Context) (*vault.Secret, error) {
+	if l.Method != nil {
+		s, err := l.Client.Auth().Login(ctx, l.Method)
+		if err != nil {
+			return nil, fmt.Errorf("keys: vault login: %v", err)
+		}
+		if s == nil || s.Auth == nil {
+			return nil, errors.New("keys: vault login returned no token")
+		}
+		return s, nil
+	}
+	s, err := l.Client.Auth().Token().RenewSelfWithContext(ctx, 0)
+	if err != nil {
+		return nil, nil // a root or periodic-less token cannot renew: use it as it is
+	}
+	return s, nil
+}
+
+// Run logs in (call Login first to start logged in) and keeps the token
+// alive until ctx is done; it then returns nil.
+func (l *VaultLogin) Run(ctx context.Context, first *vault.Secret) error {
+	retry := l.Retry
+	if retry <= 0 {
+		retry = time.Second
+	}
+	report := l.Report
+	if report == nil {
+		report = func(error) {}
+	}
+	relogin := l.kick()
+	secret := first
+	for {
+		if secret == nil || secret.Auth == nil || !secret.Auth.Renewable {
+			// Nothing to renew: wait for a denial or the end.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-relogin:
+			}
+		} else if err := l.watch(ctx, secret, relogin); err != nil {
+			report(err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if l.Method == nil {
+			secret = nil // a given token cannot log in again
+			report(errors.New("keys: vault token can no longer be renewed and no login method is configured"))
+			continue
+		}
+		var err error
+		for secret, err = l.Login(ctx); err != nil; secret, err = l.Login(ctx) {
+			report(err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(retry):
+			}
+		}
+	}
+}
+
+// watch renews secret's token until renewal ends, a relogin is asked for, or
+// ctx is done.
+func (l *VaultLogin) watch(ctx context.Context, secret *vault.Secret, relogin <-chan struct{}) error {
+	w, err := l.Client.NewLifetimeWatcher(&vault.LifetimeWatcherInput{Secret: secret})
+	if err != nil {
+		return fmt.Errorf("keys: vault token watcher: %v", err)
+	}
+	go w.Start()
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-relogin:
+			return nil
+		case err := <-w.DoneCh():
+			if err != nil {
+				return fmt.Errorf("keys: vault token renewal ended: %v", err)
+			}
+			return nil
+		case <-w.RenewCh():
+		}
+	}
+}
