@@ -28,6 +28,18 @@ step "redis-server (Debian package) for the ledger and fleet tests"
 apt_install redis-server redis-server
 redis-server --version
 
+step "Vault server built from Go modules (tools/vault), cached"
+vault_sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
+cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
+export SEALER_TEST_VAULT="$cache_dir/vault-v1.19.5-$vault_sum"
+if [ ! -x "$SEALER_TEST_VAULT" ]; then
+  echo "building Vault once (about 6 minutes on 2 cores) into $cache_dir"
+  mkdir -p "$cache_dir"
+  (cd tools/vault && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_VAULT.tmp" .)
+  mv "$SEALER_TEST_VAULT.tmp" "$SEALER_TEST_VAULT"
+fi
+"$SEALER_TEST_VAULT" version
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 

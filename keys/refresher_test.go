@@ -1,0 +1,118 @@
+package keys_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+func key(t *testing.T, id uint32, created time.Time) keys.Key {
+	t.Helper()
+	k, err := keys.NewKey(id, secret, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestActivated(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		created []time.Duration // age of versions 1, 2, ...
+		sealing uint32
+	}{
+		{"one old version", []time.Duration{time.Hour}, 1},
+		{"new version not yet active", []time.Duration{time.Hour, 30 * time.Second}, 1},
+		{"new version exactly at the delay", []time.Duration{time.Hour, time.Minute}, 2},
+		{"two rotations, one active", []time.Duration{time.Hour, 2 * time.Minute, 10 * time.Second}, 2},
+		{"only new versions: the oldest seals", []time.Duration{20 * time.Second, 10 * time.Second}, 1},
+		{"clock behind the source", []time.Duration{time.Hour, -time.Minute}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ks []keys.Key
+			for i, age := range tc.created {
+				ks = append(ks, key(t, uint32(i+1), now.Add(-age)))
+			}
+			r, err := keys.Activated(ks, now, time.Minute)
+			if err != nil || r.SealingVersion() != tc.sealing {
+				t.Fatalf("got %v, %v; want sealing %d", r, err, tc.sealing)
+			}
+			if len(r.Versions()) != len(ks) {
+				t.Fatalf("versions %v: want all %d to open", r.Versions(), len(ks))
+			}
+		})
+	}
+	if _, err := keys.Activated(nil, now, time.Minute); !errors.Is(err, keys.ErrNoKey) {
+		t.Errorf("no versions: got %v, want ErrNoKey", err)
+	}
+}
+
+// flakySource is a fake for the error path: it fails while broken.
+type flakySource struct {
+	ring   atomic.Pointer[keys.Ring]
+	broken atomic.Bool
+	loads  atomic.Int32
+}
+
+func (f *flakySource) Load(context.Context) (*keys.Ring, error) {
+	f.loads.Add(1)
+	if f.broken.Load() {
+		return nil, errors.New("vault unreachable")
+	}
+	return f.ring.Load(), nil
+}
+
+func TestRefresher_KeepsLastGoodRing(t *testing.T) {
+	src := &flakySource{}
+	r1, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{})}, 1)
+	src.ring.Store(r1)
+	var reported atomic.Int32
+	ref := keys.NewRefresher(src, time.Hour, func(error) { reported.Add(1) })
+	if ref.Ring() != nil {
+		t.Fatal("ring before the first load")
+	}
+	if err := ref.Refresh(context.Background()); err != nil || ref.Ring() != r1 {
+		t.Fatalf("first load: %v", err)
+	}
+	good := ref.LastGood()
+	src.broken.Store(true)
+	if err := ref.Refresh(context.Background()); err == nil {
+		t.Fatal("broken source: got nil error")
+	}
+	if ref.Ring() != r1 || ref.Errors() != 1 || reported.Load() != 1 || !ref.LastGood().Equal(good) {
+		t.Fatalf("after a failure: ring %v, errors %d, reported %d; want the last good ring kept", ref.Ring(), ref.Errors(), reported.Load())
+	}
+	src.broken.Store(false)
+	same, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{})}, 1)
+	src.ring.Store(same)
+	ref.Refresh(context.Background())
+	if ref.Ring() != r1 {
+		t.Fatal("an unchanged ring was published again; tenant keys would be derived again")
+	}
+	r2, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{}), key(t, 2, time.Time{})}, 2)
+	src.ring.Store(r2)
+	ref.Refresh(context.Background())
+	if ref.Ring() != r2 {
+		t.Fatal("a changed ring was not published")
+	}
+}
+
+func TestRefresher_DemandIsRateLimited(t *testing.T) {
+	src := &flakySource{}
+	r1, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{})}, 1)
+	src.ring.Store(r1)
+	ref := keys.NewRefresher(src, time.Hour, nil)
+	ref.Refresh(context.Background())
+	before := src.loads.Load()
+	for range 1000 {
+		ref.Demand(context.Background())
+	}
+	if n := src.loads.Load() - before; n > 1 {
+		t.Fatalf("1000 demands within a second made %d loads; want at most 1", n)
+	}
+}

@@ -1,0 +1,212 @@
+package keys_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+	"github.com/hashicorp/vault/api/auth/approle"
+
+	"github.com/mcp-sealer/sealer/internal/testvault"
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+// sealerPolicy is the minimal policy the README gives the sealer.
+const sealerPolicy = `
+path "transit/keys/sealer" { capabilities = ["read"] }
+path "transit/export/encryption-key/sealer" { capabilities = ["read"] }
+path "secret/metadata/sealer" { capabilities = ["read"] }
+path "secret/data/sealer" { capabilities = ["read"] }
+`
+
+func versionsOf(t *testing.T, src keys.Source) ([]uint32, uint32) {
+	t.Helper()
+	r, err := src.Load(context.Background())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return r.Versions(), r.SealingVersion()
+}
+
+func TestTransit_LoadRotateRetire(t *testing.T) {
+	v := testvault.Start(t)
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
+	src := &keys.Transit{Client: v.Client, Name: "sealer", Activation: time.Hour}
+	if got, sealing := versionsOf(t, src); !slices.Equal(got, []uint32{1}) || sealing != 1 {
+		t.Fatalf("new key: got %v sealing %d, want [1] sealing 1", got, sealing)
+	}
+	v.Write(t, "transit/keys/sealer/rotate", nil)
+	if got, sealing := versionsOf(t, src); !slices.Equal(got, []uint32{1, 2}) || sealing != 1 {
+		t.Fatalf("after rotation: got %v sealing %d, want [1 2] sealing 1 (2 not yet active)", got, sealing)
+	}
+	src.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if _, sealing := versionsOf(t, src); sealing != 2 {
+		t.Fatalf("after the activation delay: sealing %d, want 2", sealing)
+	}
+	v.Write(t, "transit/keys/sealer/rotate", nil)
+	v.Write(t, "transit/keys/sealer/config", map[string]any{"min_decryption_version": 2})
+	if got, _ := versionsOf(t, src); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("min_decryption_version 2: got %v, want [2 3]", got)
+	}
+}
+
+func TestTransit_Refuses(t *testing.T) {
+	v := testvault.Start(t)
+	v.Write(t, "transit/keys/unexportable", map[string]any{"type": "aes256-gcm96"})
+	v.Write(t, "transit/keys/rsa", map[string]any{"type": "rsa-2048", "exportable": true})
+	for _, name := range []string{"unexportable", "rsa", "missing"} {
+		if _, err := (&keys.Transit{Client: v.Client, Name: name}).Load(context.Background()); err == nil {
+			t.Errorf("%s: loaded, want an error", name)
+		}
+	}
+}
+
+func TestKV_LoadRotateRetire(t *testing.T) {
+	v := testvault.Start(t)
+	put := func(b byte) {
+		v.Write(t, "secret/data/sealer", map[string]any{"data": map[string]any{"key": b64(b)}})
+	}
+	put(1)
+	src := &keys.KV{Client: v.Client, Path: "sealer", Activation: time.Hour}
+	if got, _ := versionsOf(t, src); !slices.Equal(got, []uint32{1}) {
+		t.Fatalf("got %v, want [1]", got)
+	}
+	put(2)
+	put(3)
+	if got, sealing := versionsOf(t, src); !slices.Equal(got, []uint32{1, 2, 3}) || sealing != 1 {
+		t.Fatalf("after two rotations: got %v sealing %d, want [1 2 3] sealing 1", got, sealing)
+	}
+	v.Write(t, "secret/metadata/sealer", map[string]any{"custom_metadata": map[string]any{"min_version": "2"}})
+	if got, _ := versionsOf(t, src); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("min_version 2: got %v, want [2 3]", got)
+	}
+	if _, err := v.Client.Logical().Delete("secret/data/sealer"); err != nil { // deletes the latest version
+		t.Fatal(err)
+	}
+	if got, _ := versionsOf(t, src); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("latest deleted: got %v, want [2]", got)
+	}
+	v.Write(t, "secret/data/sealer", map[string]any{"data": map[string]any{"key": "short"}})
+	if _, err := src.Load(context.Background()); !errors.Is(err, keys.ErrBadKey) {
+		t.Fatalf("malformed version: got %v, want ErrBadKey", err)
+	}
+}
+
+func b64(b byte) string {
+	return strings.Repeat(string("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[b%26]), 43) + "="
+}
+
+// TestRefresher_FollowsRotationWithinOnePoll: a ring refreshed every 200ms
+// holds a new Transit version within one poll of the rotation.
+func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
+	v := testvault.Start(t)
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "chacha20-poly1305", "exportable": true})
+	r := keys.NewRefresher(&keys.Transit{Client: v.Client, Name: "sealer"}, 200*time.Millisecond, nil)
+	if err := r.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	before := r.Ring()
+	v.Write(t, "transit/keys/sealer/rotate", nil)
+	rotated := time.Now()
+	for r.Ring().Newest() != 2 {
+		if time.Since(rotated) > 10*time.Second {
+			t.Fatal("rotation not seen within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("rotation seen after %v (poll 200ms)", time.Since(rotated).Round(time.Millisecond))
+	if r.Ring() == before || r.LastGood().IsZero() {
+		t.Fatal("ring not replaced")
+	}
+}
+
+// TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation: an AppRole login
+// with a short token TTL is renewed by the lifetime watcher, and when the
+// token is revoked a denied read makes it log in again.
+func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
+	v := testvault.Start(t)
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
+	if err := v.Client.Sys().PutPolicy("sealer", sealerPolicy); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Client.Sys().EnableAuthWithOptions("approle", &vault.EnableAuthOptions{Type: "approle"}); err != nil {
+		t.Fatal(err)
+	}
+	v.Write(t, "auth/approle/role/sealer", map[string]any{"token_policies": "sealer", "token_ttl": "3s", "token_max_ttl": "1h"})
+	roleID := v.Read(t, "auth/approle/role/sealer/role-id").Data["role_id"].(string)
+	secretID := v.Write(t, "auth/approle/role/sealer/secret-id", nil).Data["secret_id"].(string)
+
+	cfg := vault.DefaultConfig()
+	cfg.Address = v.Addr
+	client, err := vault.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.ClearToken()
+	method, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromString: secretID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var reports []string
+	login := &keys.VaultLogin{Client: client, Method: method, Retry: 100 * time.Millisecond,
+		Report: func(err error) { mu.Lock(); reports = append(reports, err.Error()); mu.Unlock() }}
+	first, err := login.Login(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstToken := client.Token()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go login.Run(ctx, first)
+
+	src := &keys.Transit{Client: client, Name: "sealer"}
+	// Past the 3s TTL: the token lives on only if it was renewed.
+	time.Sleep(4500 * time.Millisecond)
+	if _, err := src.Load(context.Background()); err != nil {
+		t.Fatalf("after the token TTL: %v (renewal did not happen)", err)
+	}
+	if client.Token() != firstToken {
+		t.Fatal("token replaced; want the same token, renewed")
+	}
+
+	if err := v.Client.Auth().Token().RevokeTree(firstToken); err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Load(context.Background())
+	if !errors.Is(err, keys.ErrVaultDenied) {
+		t.Fatalf("revoked token: got %v, want ErrVaultDenied", err)
+	}
+	login.Relogin()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err = src.Load(context.Background()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery within 10s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if client.Token() == firstToken {
+		t.Fatal("recovered with the revoked token?")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range reports {
+		for _, secret := range []string{firstToken, client.Token(), secretID, roleID} {
+			if strings.Contains(r, secret) {
+				t.Errorf("report %q holds a credential", r)
+			}
+		}
+	}
+
+}
