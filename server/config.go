@@ -53,6 +53,19 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// SweepInterval is how often expired ledger entries are deleted.
 	SweepInterval time.Duration
+	// TenantsFile declares the tenants, how each authenticates, and its
+	// policy (README, "Tenants"). Empty: one implicit tenant, no
+	// authentication, allowed on loopback only unless Insecure.
+	TenantsFile string
+	// TLSCert and TLSKey serve TLS on both listeners; TLSClientCA verifies
+	// client certificates (mTLS). The files are reloaded when they change.
+	TLSCert, TLSKey, TLSClientCA string
+	// Insecure allows listening beyond loopback without TLS and client
+	// authentication.
+	Insecure bool
+	// AuditLog is where audit events go: "" for the service log, or a file
+	// (JSON lines, appended).
+	AuditLog string
 	// Logger receives the service's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -83,6 +96,17 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: want host:port", name, addr))
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key: give both or neither"))
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		errs = append(errs, errors.New("tls-client-ca: needs tls-cert and tls-key"))
+	}
+	if !c.Insecure && (!isLoopback(c.GRPCAddr) || !isLoopback(c.HTTPAddr)) && (c.TLSCert == "" || c.TenantsFile == "") {
+		errs = append(errs, fmt.Errorf("refusing to listen on %s and %s without TLS and client authentication: "+
+			"set --tls-cert, --tls-key and --tenants (with --tls-client-ca for mTLS), listen on 127.0.0.1, "+
+			"or pass --insecure to accept anyone who can connect", c.GRPCAddr, c.HTTPAddr))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir: empty"))
@@ -138,4 +162,17 @@ func (c *Config) activation() time.Duration {
 		return 2 * c.KeyPoll
 	}
 	return c.KeyActivation
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

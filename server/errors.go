@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,6 +28,8 @@ const (
 	reasonLedgerUnavailable = "LEDGER_UNAVAILABLE"
 	reasonInvalidArgument   = "INVALID_ARGUMENT"
 	reasonKeysUnavailable   = "KEYS_UNAVAILABLE"
+	reasonUnauthenticated   = "UNAUTHENTICATED"
+	reasonResourceExhausted = "RESOURCE_EXHAUSTED"
 	reasonInternal          = "INTERNAL"
 )
 
@@ -50,6 +51,8 @@ var outcomes = []struct {
 	{sealer.ErrMethod, codes.InvalidArgument, reasonInvalidArgument},
 	{errBadRequest, codes.InvalidArgument, reasonInvalidArgument},
 	{errNoKeys, codes.Unavailable, reasonKeysUnavailable},
+	{errUnauthenticated, codes.Unauthenticated, reasonUnauthenticated},
+	{errExhausted, codes.ResourceExhausted, reasonResourceExhausted},
 }
 
 // toStatus converts an error of the service into the gRPC status its caller
@@ -66,7 +69,7 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (
 	for _, o := range outcomes {
 		if errors.Is(err, o.err) {
 			code, reason, msg = o.code, o.reason, o.err.Error()
-			if reason == reasonInvalidArgument {
+			if reason == reasonInvalidArgument || reason == reasonUnauthenticated || reason == reasonResourceExhausted {
 				msg = err.Error() // says what is wrong; never quotes secrets
 			}
 			break
@@ -82,13 +85,4 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (
 		return status.Error(code, msg), reason
 	}
 	return st.Err(), reason
-}
-
-// unaryErrors converts errors to statuses and records each call's outcome.
-func (s *service) unaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	done := s.metrics.start(info.FullMethod)
-	resp, err := handler(ctx, req)
-	err, reason := toStatus(ctx, s.log, info.FullMethod, err)
-	done(reason)
-	return resp, err
 }

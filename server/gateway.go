@@ -33,6 +33,8 @@ func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready 
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}}),
 		runtime.WithErrorHandler(gatewayError),
+		runtime.WithIncomingHeaderMatcher(gatewayHeader),
+		runtime.WithMetadata(s.auth.gatewayMetadata),
 	)
 	if err := sealerv1.RegisterSealerHandler(ctx, gw, conn); err != nil {
 		return nil, err

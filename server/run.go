@@ -2,17 +2,22 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -32,6 +37,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Insecure && (!isLoopback(cfg.GRPCAddr) || !isLoopback(cfg.HTTPAddr)) && (cfg.TLSCert == "" || cfg.TenantsFile == "") {
+		log.Warn("INSECURE: listening beyond loopback without TLS and client authentication (--insecure); " +
+			"anyone who can connect can seal and open states")
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %v", err)
 	}
@@ -44,35 +53,56 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer led.Close()
+	auth, tf, err := newAuthenticator(cfg, log)
+	if err != nil {
+		return err
+	}
+	auditLog, closeAudit, err := openAudit(cfg.AuditLog, log)
+	if err != nil {
+		return err
+	}
+	defer closeAudit()
 
-	svc := &service{keys: ks, ledger: led, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
+	svc := &service{keys: ks, ledger: led, auth: auth, auditLog: auditLog, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
 	svc.metrics.watchKeys(ks.Refresher)
 
 	var lc net.ListenConfig
-	gl, err := lc.Listen(ctx, "tcp", cfg.GRPCAddr)
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	listen := func(addr string) (net.Listener, error) {
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err == nil {
+			listeners = append(listeners, l)
+		}
+		return l, err
+	}
+	gl, err := listen(cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("grpc listener: %v", err)
 	}
-	hl, err := lc.Listen(ctx, "tcp", cfg.HTTPAddr)
+	hl, err := listen(cfg.HTTPAddr)
 	if err != nil {
-		gl.Close()
 		return fmt.Errorf("http listener: %v", err)
 	}
+	// The gateway's own way in: plaintext on loopback, the same service and
+	// interceptor as the public listener.
+	il, err := listen("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("gateway listener: %v", err)
+	}
 
-	gs := grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxGRPCMessage),
-		grpc.ChainUnaryInterceptor(svc.unaryErrors),
-		// Workers keep their grown stacks; a goroutine per call would copy its
-		// stack as it grows on every call (16% of CPU under load, by pprof).
-		grpc.NumStreamWorkers(uint32(4*runtime.NumCPU())),
-	)
-	sealerv1.RegisterSealerServer(gs, svc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	hs.SetServingStatus(sealerv1.Sealer_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	reflection.Register(gs)
+	var creds []grpc.ServerOption
+	if tf != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(tf.config())))
+	}
+	public, hs := svc.grpcServer(creds...)
+	internal, _ := svc.grpcServer()
 
-	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(il.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxGRPCMessage)))
 	if err != nil {
 		return fmt.Errorf("gateway client: %v", err)
@@ -96,17 +126,28 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxHeaderBytes:    maxHTTPHeader,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if tf != nil {
+		hsrv.TLSConfig = tf.config()
+	}
 
-	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "data_dir", cfg.DataDir,
+	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "tls", tf != nil,
+		"tenants", len(auth.tenants.Load().all), "data_dir", cfg.DataDir,
 		"ledger", led.String(), "keys", ks.name, "key_ring", fmt.Sprint(ks.Ring()))
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return gs.Serve(gl) })
+	g.Go(func() error { return public.Serve(gl) })
+	g.Go(func() error { return internal.Serve(il) })
 	g.Go(func() error {
-		if err := hsrv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
-			return err
+		var err error
+		if tf != nil {
+			err = hsrv.ServeTLS(hl, "", "")
+		} else {
+			err = hsrv.Serve(hl)
 		}
-		return nil
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
 	})
 	for _, task := range ks.tasks {
 		g.Go(func() error { return task(gctx) })
@@ -121,11 +162,14 @@ func Run(ctx context.Context, cfg Config) error {
 			})
 		})
 	}
+	if cfg.TenantsFile != "" {
+		g.Go(func() error { return reloadOnHangup(gctx, cfg, auth, log) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("draining", "grace", cfg.ShutdownGrace.String())
 		hs.Shutdown()
-		drain(hsrv, gs, cfg.ShutdownGrace, log)
+		drain(hsrv, []*grpc.Server{public, internal}, cfg.ShutdownGrace, log)
 		return nil
 	})
 	err = g.Wait()
@@ -133,21 +177,100 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// grpcServer returns a gRPC server of the service with health and reflection.
+func (s *service) grpcServer(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	gs := grpc.NewServer(append(opts,
+		grpc.MaxRecvMsgSize(maxGRPCMessage),
+		grpc.ChainUnaryInterceptor(s.unary),
+		// Workers keep their grown stacks; a goroutine per call would copy its
+		// stack as it grows on every call (16% of CPU under load, by pprof).
+		grpc.NumStreamWorkers(uint32(4*runtime.NumCPU())),
+	)...)
+	sealerv1.RegisterSealerServer(gs, s)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus(sealerv1.Sealer_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+	return gs, hs
+}
+
+// newAuthenticator loads TLS files and tenants.
+func newAuthenticator(cfg Config, log *slog.Logger) (*authenticator, *tlsFiles, error) {
+	var secret [32]byte
+	rand.Read(secret[:])
+	auth := &authenticator{secret: hex.EncodeToString(secret[:])}
+	var tf *tlsFiles
+	if cfg.TLSCert != "" {
+		var err error
+		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log); err != nil {
+			return nil, nil, err
+		}
+		if cfg.TLSClientCA != "" {
+			auth.clientCAs = tf.pool
+		}
+	}
+	ts := implicitTenants(cfg)
+	if cfg.TenantsFile != "" {
+		var err error
+		if ts, err = loadTenants(cfg.TenantsFile, cfg, cfg.TLSClientCA != ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	auth.tenants.Store(ts)
+	return auth, tf, nil
+}
+
+// reloadOnHangup reloads the tenants file on SIGHUP. A file that does not
+// load is refused and the tenants in force stay.
+func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			ts, err := loadTenants(cfg.TenantsFile, cfg, cfg.TLSClientCA != "")
+			if err != nil {
+				log.Error("tenants reload refused; the previous tenants stay in force", "cause", err.Error())
+				continue
+			}
+			auth.tenants.Store(ts)
+			log.Info("tenants reloaded", "tenants", len(ts.all))
+		}
+	}
+}
+
+// openAudit returns the audit logger: the service log, or a JSON file.
+func openAudit(path string, log *slog.Logger) (*slog.Logger, func() error, error) {
+	if path == "" {
+		return log, func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit log: %v", err)
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), f.Close, nil
+}
+
 // drain stops the HTTP server first (REST calls need the gRPC server to
 // finish), then the gRPC server, each finishing in-flight calls within grace.
-func drain(hsrv *http.Server, gs *grpc.Server, grace time.Duration, log *slog.Logger) {
+func drain(hsrv *http.Server, servers []*grpc.Server, grace time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hsrv.Shutdown(ctx); err != nil {
 		log.Warn("http drain cut short", "cause", err.Error())
 		hsrv.Close()
 	}
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		log.Warn("grpc drain cut short")
-		gs.Stop()
+	for _, gs := range servers {
+		done := make(chan struct{})
+		go func() { gs.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			log.Warn("grpc drain cut short")
+			gs.Stop()
+		}
 	}
 }

@@ -38,28 +38,43 @@ var errNoKeys = errors.New("sealer: no keys loaded yet")
 // service implements sealerv1.SealerServer over the core.
 type service struct {
 	sealerv1.UnimplementedSealerServer
-	keys    ringSource
-	ledger  consumer
-	cfg     Config
-	now     func() time.Time
-	log     *slog.Logger
-	metrics *metrics
+	keys     ringSource
+	ledger   consumer
+	auth     *authenticator
+	auditLog *slog.Logger // nil: no audit
+	cfg      Config
+	now      func() time.Time
+	log      *slog.Logger
+	metrics  *metrics
 }
 
 // Seal implements sealerv1.SealerServer.
 func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv1.SealResponse, error) {
+	t := tenantOf(ctx)
 	d, err := bindingDigest(req.GetRequest())
 	if err != nil {
 		return nil, err
 	}
-	ttl := s.cfg.DefaultTTL
+	ttl := t.defaultTTL
 	if req.Ttl != nil {
 		if err := req.Ttl.CheckValid(); err != nil {
 			return nil, fmt.Errorf("%w: ttl: %v", errBadRequest, err)
 		}
 		ttl = req.Ttl.AsDuration()
-		if ttl < s.cfg.MinTTL || ttl > s.cfg.MaxTTL {
-			return nil, fmt.Errorf("%w: ttl %v outside [%v, %v]", errBadRequest, ttl, s.cfg.MinTTL, s.cfg.MaxTTL)
+		if ttl < s.cfg.MinTTL || ttl > t.maxTTL {
+			return nil, fmt.Errorf("%w: ttl %v outside [%v, %v]", errBadRequest, ttl, s.cfg.MinTTL, t.maxTTL)
+		}
+	}
+	if len(req.GetPayload()) > t.maxPayload {
+		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the tenant's %d", errBadRequest, len(req.GetPayload()), t.maxPayload)
+	}
+	oneTime := req.GetOneTime()
+	switch t.oneTime {
+	case oneTimeForced:
+		oneTime = true
+	case oneTimeForbidden:
+		if oneTime {
+			return nil, fmt.Errorf("%w: one-time states are not enabled for this tenant", errBadRequest)
 		}
 	}
 	now := s.now()
@@ -68,13 +83,13 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 		Request:   d,
 		IssuedAt:  now,
 		ExpiresAt: now.Add(ttl),
-		OneTime:   req.GetOneTime(),
+		OneTime:   oneTime,
 	}
 	ring := s.keys.Ring()
 	if ring == nil {
 		return nil, errNoKeys
 	}
-	state, err := sealer.Seal(ring, defaultTenant, c, req.GetPayload())
+	state, err := sealer.Seal(ring, t.name, c, req.GetPayload())
 	if err != nil {
 		return nil, err
 	}
@@ -95,13 +110,14 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
-	o, err := s.open(ctx, req.GetRequestState(), want)
+	tenant := tenantOf(ctx).name
+	o, err := s.open(ctx, tenant, req.GetRequestState(), want)
 	if err != nil {
 		return nil, err
 	}
 	if o.OneTime {
 		t := time.Now()
-		err := s.ledger.Consume(ctx, defaultTenant, o.ID, o.ExpiresAt.Add(s.cfg.Skew))
+		err := s.ledger.Consume(ctx, tenant, o.ID, o.ExpiresAt.Add(s.cfg.Skew))
 		reason := ledgerReason(err)
 		s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(t).Seconds())
 		if reason == reasonLedgerUnavailable {
@@ -121,12 +137,12 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 // open opens a state with the current ring. A state that names a key version
 // newer than the ring (a rotation this replica has not seen yet) makes the
 // ring refresh at once, and the open is tried again with the new ring.
-func (s *service) open(ctx context.Context, state string, want sealer.Expect) (*sealer.Opened, error) {
+func (s *service) open(ctx context.Context, tenant, state string, want sealer.Expect) (*sealer.Opened, error) {
 	ring := s.keys.Ring()
 	if ring == nil {
 		return nil, errNoKeys
 	}
-	o, err := sealer.Open(ring, defaultTenant, state, want, s.now())
+	o, err := sealer.Open(ring, tenant, state, want, s.now())
 	if !errors.Is(err, sealer.ErrInvalid) {
 		return o, err
 	}
@@ -134,7 +150,7 @@ func (s *service) open(ctx context.Context, state string, want sealer.Expect) (*
 		return nil, err
 	}
 	if fresh := s.keys.Demand(ctx); fresh != nil && fresh != ring {
-		return sealer.Open(fresh, defaultTenant, state, want, s.now())
+		return sealer.Open(fresh, tenant, state, want, s.now())
 	}
 	return nil, err
 }

@@ -46,12 +46,14 @@ func testService(t *testing.T, l consumer) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &service{keys: fixedRing{ring}, ledger: l, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
+	auth := &authenticator{}
+	auth.tenants.Store(implicitTenants(Defaults()))
+	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.
 func call[Req, Resp any](s *service, method string, h func(context.Context, Req) (Resp, error), req Req) (any, error) {
-	return s.unaryErrors(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method},
+	return s.unary(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method},
 		func(ctx context.Context, r any) (any, error) { return h(ctx, r.(Req)) })
 }
 

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// errExhausted marks a call refused by a tenant's rate or concurrency limit.
+var errExhausted = errors.New("sealer: tenant limit exceeded")
+
+// limiter enforces one tenant's rate and concurrency limits.
+type limiter struct {
+	rate *rate.Limiter // nil: unlimited
+	sem  chan struct{} // nil: unlimited
+}
+
+func newLimiter(t *tenant) *limiter {
+	l := &limiter{}
+	if t.ratePerSecond > 0 {
+		l.rate = rate.NewLimiter(rate.Limit(t.ratePerSecond), t.burst)
+	}
+	if t.maxConcurrent > 0 {
+		l.sem = make(chan struct{}, t.maxConcurrent)
+	}
+	return l
+}
+
+// enter admits a call at once or refuses it: it never queues, so an
+// overloaded tenant gets a fast RESOURCE_EXHAUSTED instead of a timeout.
+func (l *limiter) enter() (leave func(), err error) {
+	if l.rate != nil && !l.rate.Allow() {
+		return nil, fmt.Errorf("%w: more than the tenant's rate of calls per second", errExhausted)
+	}
+	if l.sem == nil {
+		return func() {}, nil
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return func() { <-l.sem }, nil
+	default:
+		return nil, fmt.Errorf("%w: more than the tenant's concurrent calls", errExhausted)
+	}
+}
+
+// unary is the one interceptor of every Seal and Open, for gRPC and REST
+// callers alike: it authenticates the caller, applies the tenant's limits,
+// converts errors to statuses, and records metrics and the audit event.
+func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	done := s.metrics.start(info.FullMethod)
+	t, err := s.auth.authenticate(ctx)
+	var resp any
+	if err == nil {
+		var leave func()
+		if leave, err = t.limiter.enter(); err == nil {
+			resp, err = handler(context.WithValue(ctx, tenantKey{}, t), req)
+			leave()
+		}
+	}
+	err, reason := toStatus(ctx, s.log, info.FullMethod, err)
+	done(reason)
+	s.audit(ctx, t, info.FullMethod, req, resp, reason)
+	return resp, err
+}
+
+// audit writes the event of one call: the tenant, a hash of the principal,
+// the state's public header, the outcome. Never the principal, the state or
+// the payload.
+func (s *service) audit(ctx context.Context, t *tenant, method string, req, resp any, reason string) {
+	if s.auditLog == nil {
+		return
+	}
+	var principal, state string
+	switch r := req.(type) {
+	case *sealerv1.SealRequest:
+		principal = r.GetPrincipal()
+		if out, ok := resp.(*sealerv1.SealResponse); ok {
+			state = out.GetRequestState()
+		}
+	case *sealerv1.OpenRequest:
+		principal, state = r.GetPrincipal(), r.GetRequestState()
+	default:
+		return
+	}
+	tenantName := ""
+	if t != nil {
+		tenantName = t.name
+	}
+	attrs := []any{"method", method, "tenant", tenantName, "principal_hash", principalHash(tenantName, principal), "reason", reason}
+	if h, err := sealer.Inspect(state); err == nil {
+		attrs = append(attrs, "state_id", h.ID.String(), "key_version", h.KeyVersion)
+	}
+	s.auditLog.Log(ctx, slog.LevelInfo, "audit", attrs...)
+}
+
+// principalHash identifies a principal in the audit log without naming it.
+func principalHash(tenant, principal string) string {
+	if principal == "" {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte("mcp-sealer/v1 audit principal\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(principal))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// OneTime policies of a tenant.
+const (
+	oneTimeAllowed   = "allowed"
+	oneTimeForced    = "forced"
+	oneTimeForbidden = "forbidden"
+)
+
+// tenantsFile is the YAML tenants file (README, "Tenants").
+type tenantsFile struct {
+	Tenants map[string]tenantJSON `yaml:"tenants"`
+}
+
+type tenantJSON struct {
+	MTLS struct {
+		URIs []string `yaml:"uris"`
+		DNS  []string `yaml:"dns"`
+	} `yaml:"mtls"`
+	Tokens []string `yaml:"tokens"`
+	Policy struct {
+		DefaultTTL    time.Duration `yaml:"defaultTTL"`
+		MaxTTL        time.Duration `yaml:"maxTTL"`
+		MaxPayload    int           `yaml:"maxPayload"`
+		OneTime       string        `yaml:"oneTime"`
+		RatePerSecond float64       `yaml:"ratePerSecond"`
+		Burst         int           `yaml:"burst"`
+		MaxConcurrent int           `yaml:"maxConcurrent"`
+	} `yaml:"policy"`
+}
+
+// tenant is one caller's identity and policy.
+type tenant struct {
+	name          string
+	defaultTTL    time.Duration
+	maxTTL        time.Duration
+	maxPayload    int
+	oneTime       string
+	ratePerSecond float64 // 0: unlimited
+	burst         int
+	maxConcurrent int // 0: unlimited
+	limiter       *limiter
+}
+
+// tenants is an immutable tenant configuration, swapped whole on reload.
+type tenants struct {
+	byURI, byDNS map[string]*tenant
+	tokens       []tokenHash
+	all          map[string]*tenant
+	// implicit is the one tenant of a sealer without a tenants file.
+	implicit *tenant
+}
+
+type tokenHash struct {
+	sum    [sha256.Size]byte
+	tenant *tenant
+}
+
+var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// implicitTenants is the configuration without a tenants file: one tenant,
+// no authentication (loopback or --insecure only), the server's policy.
+func implicitTenants(cfg Config) *tenants {
+	t := &tenant{name: defaultTenant, defaultTTL: cfg.DefaultTTL, maxTTL: cfg.MaxTTL, maxPayload: sealer.MaxPayload, oneTime: oneTimeAllowed}
+	t.limiter = newLimiter(t)
+	return &tenants{implicit: t, all: map[string]*tenant{t.name: t}}
+}
+
+// loadTenants reads and checks a tenants file. Any problem refuses the whole
+// file, listing every problem found.
+func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenants: %v", err)
+	}
+	var f tenantsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("tenants %s: %v", path, err)
+	}
+	ts := &tenants{byURI: map[string]*tenant{}, byDNS: map[string]*tenant{}, all: map[string]*tenant{}}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if len(f.Tenants) == 0 {
+		bad("no tenants")
+	}
+	seenToken := map[[sha256.Size]byte]string{}
+	for name, j := range f.Tenants {
+		if !tenantName.MatchString(name) {
+			bad("tenant %q: name must be 1 to 64 of a-z 0-9 . _ -, starting with a letter or digit", name)
+			continue
+		}
+		p := j.Policy
+		t := &tenant{name: name, defaultTTL: orDuration(p.DefaultTTL, cfg.DefaultTTL), maxTTL: orDuration(p.MaxTTL, cfg.MaxTTL),
+			maxPayload: p.MaxPayload, oneTime: p.OneTime, ratePerSecond: p.RatePerSecond, burst: p.Burst, maxConcurrent: p.MaxConcurrent}
+		if t.maxPayload == 0 {
+			t.maxPayload = sealer.MaxPayload
+		}
+		if t.oneTime == "" {
+			t.oneTime = oneTimeAllowed
+		}
+		switch {
+		case t.maxTTL < cfg.MinTTL || t.maxTTL > cfg.MaxTTL:
+			bad("tenant %s: maxTTL %v outside the server's [%v, %v]", name, t.maxTTL, cfg.MinTTL, cfg.MaxTTL)
+		case t.defaultTTL < cfg.MinTTL || t.defaultTTL > t.maxTTL:
+			bad("tenant %s: defaultTTL %v outside [%v, maxTTL %v]", name, t.defaultTTL, cfg.MinTTL, t.maxTTL)
+		}
+		if t.maxPayload < 0 || t.maxPayload > sealer.MaxPayload {
+			bad("tenant %s: maxPayload %d outside [0, %d]", name, t.maxPayload, sealer.MaxPayload)
+		}
+		if t.oneTime != oneTimeAllowed && t.oneTime != oneTimeForced && t.oneTime != oneTimeForbidden {
+			bad("tenant %s: oneTime %q: want allowed, forced or forbidden", name, t.oneTime)
+		}
+		if t.ratePerSecond < 0 || t.burst < 0 || t.maxConcurrent < 0 {
+			bad("tenant %s: ratePerSecond, burst and maxConcurrent must not be negative", name)
+		}
+		if t.ratePerSecond > 0 && t.burst == 0 {
+			t.burst = max(1, int(t.ratePerSecond))
+		}
+		if len(j.MTLS.URIs)+len(j.MTLS.DNS)+len(j.Tokens) == 0 {
+			bad("tenant %s: no way to authenticate (mtls.uris, mtls.dns or tokens)", name)
+		}
+		if len(j.MTLS.URIs)+len(j.MTLS.DNS) > 0 && !clientCA {
+			bad("tenant %s: mtls needs --tls-client-ca", name)
+		}
+		for _, u := range j.MTLS.URIs {
+			if prev, dup := ts.byURI[u]; dup {
+				bad("mtls uri %q given to both %s and %s", u, prev.name, name)
+			}
+			ts.byURI[u] = t
+		}
+		for _, d := range j.MTLS.DNS {
+			d = strings.ToLower(d)
+			if prev, dup := ts.byDNS[d]; dup {
+				bad("mtls dns %q given to both %s and %s", d, prev.name, name)
+			}
+			ts.byDNS[d] = t
+		}
+		for i, tok := range j.Tokens {
+			hexSum, ok := strings.CutPrefix(tok, "sha256:")
+			raw, err := hex.DecodeString(hexSum)
+			if !ok || err != nil || len(raw) != sha256.Size {
+				bad("tenant %s: token %d: want sha256:<64 hex digits> (the hash, never the token)", name, i+1)
+				continue
+			}
+			sum := [sha256.Size]byte(raw)
+			if prev, dup := seenToken[sum]; dup {
+				bad("tenant %s: token %d is also %s's", name, i+1, prev)
+			}
+			seenToken[sum] = name
+			ts.tokens = append(ts.tokens, tokenHash{sum: sum, tenant: t})
+		}
+		t.limiter = newLimiter(t)
+		ts.all[name] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("tenants %s refused:\n%w", path, err)
+	}
+	return ts, nil
+}
+
+// byToken returns the tenant of a bearer token, comparing its hash with every
+// configured hash in constant time.
+func (ts *tenants) byToken(token string) *tenant {
+	sum := sha256.Sum256([]byte(token))
+	var found *tenant
+	for _, th := range ts.tokens {
+		if subtle.ConstantTimeCompare(sum[:], th.sum[:]) == 1 {
+			found = th.tenant
+		}
+	}
+	return found
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
