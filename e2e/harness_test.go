@@ -21,6 +21,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -152,7 +153,10 @@ type api interface {
 	call(t *testing.T, method, body string) (resp map[string]any, reason string)
 }
 
-type grpcAPI struct{ client sealerv1.SealerClient }
+type grpcAPI struct {
+	client sealerv1.SealerClient
+	token  string // bearer token sent with each call, if any
+}
 
 func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
@@ -165,13 +169,16 @@ func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
 }
 
 func newGRPC(t *testing.T, p *proc) grpcAPI {
-	return grpcAPI{sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))}
+	return grpcAPI{client: sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))}
 }
 
 func (g grpcAPI) call(t *testing.T, method, body string) (map[string]any, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if g.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.token)
+	}
 	var (
 		resp proto.Message
 		err  error
@@ -217,15 +224,27 @@ func reasonOf(t *testing.T, st *status.Status) string {
 	return "NO_ERROR_INFO:" + st.Code().String()
 }
 
-type restAPI struct{ base string }
+type restAPI struct {
+	base   string
+	client *http.Client
+	header http.Header
+}
 
-func newREST(p *proc) restAPI { return restAPI{"http://" + p.HTTP} }
+func newREST(p *proc) restAPI { return restAPI{base: "http://" + p.HTTP, client: http.DefaultClient} }
 
 func (r restAPI) call(t *testing.T, method, body string) (map[string]any, string) {
 	t.Helper()
-	resp, err := http.Post(r.base+"/v1/"+method, "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, r.base+"/v1/"+method, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, "TRANSPORT:" + err.Error()
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)

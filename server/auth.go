@@ -152,11 +152,7 @@ func (a *authenticator) gatewayMetadata(_ context.Context, r *http.Request) meta
 	return md
 }
 
-// gatewayHeader forwards only Authorization from HTTP headers to gRPC
-// metadata: no caller can smuggle the gateway's own metadata in.
-func gatewayHeader(key string) (string, bool) {
-	if strings.EqualFold(key, "Authorization") {
-		return "authorization", true
-	}
-	return "", false
-}
+// gatewayHeader forwards no HTTP header to gRPC metadata (the gateway
+// passes Authorization on by itself), so that no caller can smuggle the
+// gateway's own metadata in with Grpc-Metadata-* headers.
+func gatewayHeader(string) (string, bool) { return "", false }

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadTenants(t *testing.T) {
+	h := "sha256:" + strings.Repeat("ab", 32)
+	h2 := "sha256:" + strings.Repeat("cd", 32)
+	for _, tc := range []struct {
+		name, yaml, err string
+		clientCA        bool
+	}{
+		{"valid", "tenants:\n  a:\n    tokens: [" + h + "]\n  b:\n    mtls: {uris: [\"spiffe://x/b\"], dns: [B.example]}\n", "", true},
+		{"full policy", "tenants:\n  a:\n    tokens: [" + h + "]\n    policy: {defaultTTL: 1m, maxTTL: 10m, maxPayload: 100, oneTime: forced, ratePerSecond: 10, burst: 5, maxConcurrent: 3}\n", "", false},
+		{"empty", "tenants: {}\n", "no tenants", false},
+		{"unknown field", "tenants:\n  a:\n    tokens: [" + h + "]\n    color: red\n", "color", false},
+		{"bad name", "tenants:\n  A B:\n    tokens: [" + h + "]\n", "name must be", false},
+		{"no credentials", "tenants:\n  a: {}\n", "no way to authenticate", false},
+		{"token in clear", "tenants:\n  a:\n    tokens: [hunter2]\n", "sha256:<64 hex", false},
+		{"token shared", "tenants:\n  a:\n    tokens: [" + h + "]\n  b:\n    tokens: [" + h + "]\n", "also", false},
+		{"uri shared", "tenants:\n  a:\n    mtls: {uris: [u]}\n  b:\n    mtls: {uris: [u]}\n", "given to both", true},
+		{"mtls without a client CA", "tenants:\n  a:\n    mtls: {dns: [a]}\n", "tls-client-ca", false},
+		{"ttl above the server's", "tenants:\n  a:\n    tokens: [" + h2 + "]\n    policy: {maxTTL: 2h}\n", "maxTTL", false},
+		{"payload above 64 KiB", "tenants:\n  a:\n    tokens: [" + h2 + "]\n    policy: {maxPayload: 70000}\n", "maxPayload", false},
+		{"one-time policy", "tenants:\n  a:\n    tokens: [" + h2 + "]\n    policy: {oneTime: sometimes}\n", "oneTime", false},
+		{"not YAML", "tenants: [", "tenants", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tenants.yaml")
+			os.WriteFile(path, []byte(tc.yaml), 0o600)
+			ts, err := loadTenants(path, Defaults(), tc.clientCA)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("got %v, want success", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("got %v, want an error about %q", err, tc.err)
+			case err != nil && strings.Contains(err.Error(), "hunter2"):
+				t.Fatalf("error %q quotes a token", err)
+			}
+			if tc.name == "valid" && (ts.byDNS["b.example"] == nil || ts.byURI["spiffe://x/b"] == nil || ts.byToken("nope") != nil) {
+				t.Fatal("mappings wrong")
+			}
+		})
+	}
+}
