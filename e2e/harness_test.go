@@ -29,8 +29,9 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
-// binary is the sealer built once for all tests.
-var binary string
+// binary is the sealer, mcpBinary the example MCP server, built once for all
+// tests.
+var binary, mcpBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sealer-e2e-")
@@ -38,12 +39,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "sealer")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/sealer")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sealer:", err)
-		os.Exit(1)
+	binary, mcpBinary = filepath.Join(dir, "sealer"), filepath.Join(dir, "mcpserver")
+	for out, pkg := range map[string]string{binary: "../cmd/sealer", mcpBinary: "../examples/mcpserver"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -40,6 +40,12 @@ if [ ! -x "$SEALER_TEST_VAULT" ]; then
 fi
 "$SEALER_TEST_VAULT" version
 
+step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
+npm ci --prefix tools/node --no-audit --no-fund
+npm ci --prefix examples/typescript --no-audit --no-fund
+export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
+"$SEALER_TEST_NODE_BIN/node" --version
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 
@@ -60,5 +66,8 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binary)"
-go test -race -count=1 ./...
+step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binaries, Vault and Redis)"
+go test -race -count=1 -skip 'TestConformance_MRTR' ./...
+
+step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
+go test -count=1 -v -run 'TestConformance_MRTR' ./e2e

@@ -1,0 +1,241 @@
+// Package client is the Go client of the sealer: Seal and Open over gRPC,
+// with the sealer's error reasons mapped back to Go sentinel errors, and
+// bindings made from the MCP Go SDK's request types, so that an MCP server
+// protects its requestState in a few lines per handler:
+//
+//	payload, err := sc.Open(ctx, client.OpenRequest{
+//		State: req.Params.RequestState, Principal: who, Request: client.ToolCall(req.Params)})
+//	if client.Rejected(err) {
+//		return nil, nil, client.InvalidParams(err) // JSON-RPC -32602 for the MCP client
+//	}
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// Errors of the sealer service that have no sentinel in the core: the core's
+// own (sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch,
+// sealer.ErrRequestMismatch) and the ledger's (ledger.ErrConsumed,
+// ledger.ErrUnavailable) are returned for the other reasons, so that
+// errors.Is reads the same in process and over the network.
+var (
+	// ErrInvalidArgument means the sealer refused the request as malformed.
+	ErrInvalidArgument = errors.New("sealer: invalid argument")
+	// ErrUnauthenticated means the sealer did not accept the credentials.
+	ErrUnauthenticated = errors.New("sealer: unauthenticated")
+	// ErrResourceExhausted means a tenant limit was hit; retry later.
+	ErrResourceExhausted = errors.New("sealer: tenant limit exceeded")
+	// ErrKeysUnavailable means the sealer has no keys loaded yet; retry.
+	ErrKeysUnavailable = errors.New("sealer: no keys loaded yet")
+)
+
+var reasons = map[string]error{
+	"INVALID_STATE":      sealer.ErrInvalid,
+	"EXPIRED":            sealer.ErrExpired,
+	"PRINCIPAL_MISMATCH": sealer.ErrPrincipalMismatch,
+	"REQUEST_MISMATCH":   sealer.ErrRequestMismatch,
+	"ALREADY_CONSUMED":   ledger.ErrConsumed,
+	"LEDGER_UNAVAILABLE": ledger.ErrUnavailable,
+	"INVALID_ARGUMENT":   ErrInvalidArgument,
+	"UNAUTHENTICATED":    ErrUnauthenticated,
+	"RESOURCE_EXHAUSTED": ErrResourceExhausted,
+	"KEYS_UNAVAILABLE":   ErrKeysUnavailable,
+}
+
+// Rejected reports whether err means the state must be refused to the MCP
+// client: not authentic, expired, another principal's, another request's, or
+// already consumed. Other errors are the sealer's or the network's; the MCP
+// server should report them as its own failure.
+func Rejected(err error) bool {
+	for _, e := range []error{sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch, ledger.ErrConsumed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// InvalidParams returns the JSON-RPC error an MCP server answers for a
+// rejected state: code -32602, as a bare *jsonrpc.Error, which the Go SDK
+// sends as a JSON-RPC error (a wrapped error would become a tool result).
+func InvalidParams(err error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
+}
+
+// Client calls a sealer over gRPC. It is safe for concurrent use.
+type Client struct {
+	rpc  sealerv1.SealerClient
+	conn *grpc.ClientConn
+}
+
+// New returns a client over an existing connection (with whatever TLS and
+// per-call credentials it carries).
+func New(conn grpc.ClientConnInterface) *Client {
+	return &Client{rpc: sealerv1.NewSealerClient(conn)}
+}
+
+// Dial connects to the sealer at target.
+func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sealer client: %v", err)
+	}
+	return &Client{rpc: sealerv1.NewSealerClient(conn), conn: conn}, nil
+}
+
+// Close closes a connection made by Dial.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// Binding names the request a state belongs to.
+type Binding struct {
+	// Method and Params, the MCP request's params as received (only name,
+	// arguments and uri count); or Digest, 32 bytes of the caller's own.
+	Method string
+	Params map[string]any
+	Digest []byte
+}
+
+// ToolCall binds to a tools/call request: its name and arguments.
+func ToolCall(p *mcp.CallToolParamsRaw) Binding {
+	params := map[string]any{"name": p.Name}
+	if len(p.Arguments) > 0 {
+		var args any
+		if json.Unmarshal(p.Arguments, &args) == nil {
+			params["arguments"] = args
+		} else {
+			params["arguments"] = string(p.Arguments) // refused by the sealer as not an object
+		}
+	}
+	return Binding{Method: "tools/call", Params: params}
+}
+
+// PromptGet binds to a prompts/get request: its name and arguments.
+func PromptGet(p *mcp.GetPromptParams) Binding {
+	params := map[string]any{"name": p.Name}
+	if p.Arguments != nil {
+		args := make(map[string]any, len(p.Arguments))
+		for k, v := range p.Arguments {
+			args[k] = v
+		}
+		params["arguments"] = args
+	}
+	return Binding{Method: "prompts/get", Params: params}
+}
+
+// ResourceRead binds to a resources/read request: its uri.
+func ResourceRead(p *mcp.ReadResourceParams) Binding {
+	return Binding{Method: "resources/read", Params: map[string]any{"uri": p.URI}}
+}
+
+func (b Binding) proto() (*sealerv1.Binding, error) {
+	if b.Digest != nil {
+		return &sealerv1.Binding{Digest: b.Digest}, nil
+	}
+	params, err := structpb.NewStruct(b.Params)
+	if err != nil {
+		return nil, fmt.Errorf("%w: params: %v", ErrInvalidArgument, err)
+	}
+	return &sealerv1.Binding{Method: b.Method, Params: params}, nil
+}
+
+// SealRequest is what Seal binds and carries.
+type SealRequest struct {
+	Principal string
+	Request   Binding
+	Payload   []byte
+	// TTL is the state's life; zero means the sealer's default.
+	TTL time.Duration
+	// OneTime makes the state open at most once.
+	OneTime bool
+}
+
+// Seal returns a new requestState and its expiry.
+func (c *Client) Seal(ctx context.Context, r SealRequest) (string, time.Time, error) {
+	b, err := r.Request.proto()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	req := &sealerv1.SealRequest{Principal: r.Principal, Request: b, Payload: r.Payload, OneTime: r.OneTime}
+	if r.TTL != 0 {
+		req.Ttl = durationpb.New(r.TTL)
+	}
+	resp, err := c.rpc.Seal(ctx, req)
+	if err != nil {
+		return "", time.Time{}, fromStatus(err)
+	}
+	return resp.GetRequestState(), resp.GetExpiresAt().AsTime(), nil
+}
+
+// OpenRequest presents a state from a retry.
+type OpenRequest struct {
+	State     string
+	Principal string
+	Request   Binding
+}
+
+// Opened is what an open returns.
+type Opened struct {
+	Payload             []byte
+	IssuedAt, ExpiresAt time.Time
+}
+
+// Open checks a state against the retry presenting it and returns what was
+// sealed. A refused state is an error for which Rejected is true.
+func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
+	b, err := r.Request.proto()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.Open(ctx, &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime()}, nil
+}
+
+// fromStatus maps a status with an ErrorInfo reason to its sentinel, keeping
+// the status's message.
+func fromStatus(err error) error {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if sentinel, ok := reasons[info.Reason]; ok {
+				return &reasonError{sentinel: sentinel, status: st}
+			}
+		}
+	}
+	return fmt.Errorf("sealer: %v", err)
+}
+
+// reasonError is a sealer error: errors.Is matches its sentinel, and
+// status.FromError still finds the gRPC status.
+type reasonError struct {
+	sentinel error
+	status   *status.Status
+}
+
+func (e *reasonError) Error() string              { return e.sentinel.Error() }
+func (e *reasonError) Unwrap() error              { return e.sentinel }
+func (e *reasonError) GRPCStatus() *status.Status { return e.status }
