@@ -83,41 +83,28 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	return &Redis{client: client, timeout: o.Timeout}, nil
 }
 
-// redisClient builds the client for the URL's scheme. Retries are off: a
-// retried SET NX whose first attempt landed would report the caller's own
-// consume as someone else's.
+// redisClient builds the universal client for the URL's scheme. The URL
+// gives the addresses, user, password, database and TLS; the timeouts are
+// the ledger's. Retries are off: a retried SET NX whose first attempt landed
+// would report the caller's own consume as someone else's.
 func redisClient(raw, password string, roots *x509.CertPool, timeout time.Duration) (redis.UniversalClient, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("ledger: redis URL does not parse") // the URL may hold a password: not quoted
 	}
 	base, kind, _ := strings.Cut(u.Scheme, "+")
-	if base != "redis" && base != "rediss" {
+	if base != "redis" && base != "rediss" || kind != "" && kind != "sentinel" && kind != "cluster" {
 		return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
 	}
-	tlsConfig := func(c *tls.Config) *tls.Config {
-		if c == nil {
-			return nil
-		}
-		c.MinVersion = tls.VersionTLS12
-		if roots != nil {
-			c.RootCAs = roots
-		}
-		return c
-	}
 	u.Scheme = base
+	var o redis.UniversalOptions
 	switch kind {
 	case "":
-		o, err := redis.ParseURL(u.String())
+		p, err := redis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
-		o.TLSConfig = tlsConfig(o.TLSConfig)
-		if password != "" {
-			o.Password = password
-		}
-		return redis.NewClient(o), nil
+		o = redis.UniversalOptions{Addrs: []string{p.Addr}, Username: p.Username, Password: p.Password, DB: p.DB, TLSConfig: p.TLSConfig}
 	case "sentinel":
 		q := u.Query()
 		master := q.Get("master")
@@ -126,30 +113,31 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		}
 		q.Del("master")
 		u.RawQuery = q.Encode()
-		o, err := redis.ParseFailoverURL(u.String())
+		p, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o.MasterName = master
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
-		o.TLSConfig = tlsConfig(o.TLSConfig)
-		if password != "" {
-			o.Password = password
-		}
-		return redis.NewFailoverClient(o), nil
+		o = redis.UniversalOptions{Addrs: p.SentinelAddrs, MasterName: master, Username: p.Username, Password: p.Password,
+			SentinelUsername: p.SentinelUsername, SentinelPassword: p.SentinelPassword, DB: p.DB, TLSConfig: p.TLSConfig}
 	case "cluster":
-		o, err := redis.ParseClusterURL(u.String())
+		p, err := redis.ParseClusterURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries = timeout, timeout, timeout, timeout, -1, 1
-		o.TLSConfig = tlsConfig(o.TLSConfig)
-		if password != "" {
-			o.Password = password
-		}
-		return redis.NewClusterClient(o), nil
+		o = redis.UniversalOptions{Addrs: p.Addrs, IsClusterMode: true, Username: p.Username, Password: p.Password, TLSConfig: p.TLSConfig}
 	}
-	return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+	o.MaxRetries, o.DialerRetries = -1, 1
+	if password != "" {
+		o.Password = password
+	}
+	if o.TLSConfig != nil {
+		o.TLSConfig.MinVersion = tls.VersionTLS12
+		if roots != nil {
+			o.TLSConfig.RootCAs = roots
+		}
+	}
+	return redis.NewUniversalClient(&o), nil
 }
 
 // redactErr removes the URL's password from a parser's message.
