@@ -102,29 +102,42 @@ func b64(b byte) string {
 }
 
 // TestRefresher_FollowsRotationWithinOnePoll: a ring refreshed every 200ms
-// holds a new Transit version within one poll of the rotation.
+// holds a new version within one poll of the rotation, from Transit and
+// from KV v2.
 func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/sealer", map[string]any{"type": "chacha20-poly1305", "exportable": true})
-	r := keys.NewRefresher(&keys.Transit{Client: v.Client, Name: "sealer"}, 200*time.Millisecond, nil)
-	if err := r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Run(ctx)
-	before := r.Ring()
-	v.Write(t, "transit/keys/sealer/rotate", nil)
-	rotated := time.Now()
-	for r.Ring().Newest() != 2 {
-		if time.Since(rotated) > 10*time.Second {
-			t.Fatal("rotation not seen within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("rotation seen after %v (poll 200ms)", time.Since(rotated).Round(time.Millisecond))
-	if r.Ring() == before || r.LastGood().IsZero() {
-		t.Fatal("ring not replaced")
+	kvPut := func(b byte) { v.Write(t, "secret/data/sealer", map[string]any{"data": map[string]any{"key": b64(b)}}) }
+	kvPut(1)
+	for name, tc := range map[string]struct {
+		src    keys.Source
+		rotate func()
+	}{
+		"transit": {&keys.Transit{Client: v.Client, Name: "sealer"}, func() { v.Write(t, "transit/keys/sealer/rotate", nil) }},
+		"kv":      {&keys.KV{Client: v.Client, Path: "sealer"}, func() { kvPut(2) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := keys.NewRefresher(tc.src, 200*time.Millisecond, nil)
+			if err := r.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go r.Run(ctx)
+			before := r.Ring()
+			tc.rotate()
+			rotated := time.Now()
+			for r.Ring().Newest() != 2 {
+				if time.Since(rotated) > 10*time.Second {
+					t.Fatal("rotation not seen within 10s")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Logf("rotation seen after %v (poll 200ms)", time.Since(rotated).Round(time.Millisecond))
+			if r.Ring() == before || r.LastGood().IsZero() {
+				t.Fatal("ring not replaced")
+			}
+		})
 	}
 }
 

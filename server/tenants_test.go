@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,5 +46,41 @@ func TestLoadTenants(t *testing.T) {
 				t.Fatal("mappings wrong")
 			}
 		})
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	l := newLimiter(&tenant{maxConcurrent: 2})
+	leave1, err1 := l.enter()
+	leave2, err2 := l.enter()
+	if err1 != nil || err2 != nil {
+		t.Fatalf("two calls within the limit: %v, %v", err1, err2)
+	}
+	if _, err := l.enter(); !errors.Is(err, errExhausted) {
+		t.Fatalf("third concurrent call: got %v, want errExhausted", err)
+	}
+	leave1()
+	leave3, err := l.enter()
+	if err != nil {
+		t.Fatalf("after one left: %v", err)
+	}
+	leave2()
+	leave3()
+
+	r := newLimiter(&tenant{ratePerSecond: 1, burst: 2})
+	for i := range 2 {
+		if leave, err := r.enter(); err != nil {
+			t.Fatalf("call %d within the burst: %v", i, err)
+		} else {
+			leave()
+		}
+	}
+	if _, err := r.enter(); !errors.Is(err, errExhausted) {
+		t.Fatalf("past the burst: got %v, want errExhausted", err)
+	}
+	if leave, err := newLimiter(&tenant{}).enter(); err != nil {
+		t.Fatalf("no limits: %v", err)
+	} else {
+		leave()
 	}
 }
