@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/internal/testpki"
@@ -160,6 +162,17 @@ func TestTenants_AuthenticationAndIsolation(t *testing.T) {
 		})
 	}
 
+	t.Run("health needs no credentials", func(t *testing.T) {
+		conn, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(credentials.NewTLS(p.tlsConfig(t, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("got %v, %v; want SERVING", resp, err)
+		}
+	})
 	t.Run("REST callers cannot forge the gateway's metadata", func(t *testing.T) {
 		r := p.callersOf(t, s, nil, "")["REST"].(restAPI)
 		r.header = http.Header{"Grpc-Metadata-X-Sealer-Gateway": {"guess"}, "Grpc-Metadata-X-Sealer-Client-Cert": {"AAAA"}}

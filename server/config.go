@@ -63,6 +63,9 @@ type Config struct {
 	// Insecure allows listening beyond loopback without TLS and client
 	// authentication.
 	Insecure bool
+	// MaxInFlight bounds the calls served at once; past it calls are refused
+	// with RESOURCE_EXHAUSTED. Zero means unlimited.
+	MaxInFlight int
 	// AuditLog is where audit events go: "" for the service log, or a file
 	// (JSON lines, appended).
 	AuditLog string
@@ -85,6 +88,7 @@ func Defaults() Config {
 		MaxTTL:        time.Hour,
 		Skew:          2 * time.Second,
 		ShutdownGrace: 20 * time.Second,
+		MaxInFlight:   512,
 		SweepInterval: time.Minute,
 	}
 }
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Skew < 0 || c.Skew > time.Minute {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
+	}
+	if c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("max-in-flight %d: want 0 (unlimited) or more", c.MaxInFlight))
 	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-grace %v: want more than 0", c.ShutdownGrace))

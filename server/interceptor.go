@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
@@ -14,6 +15,9 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/sealer"
 )
+
+// sealerMethods prefixes the methods the interceptor guards.
+var sealerMethods = "/" + sealerv1.Sealer_ServiceDesc.ServiceName + "/"
 
 // errExhausted marks a call refused by a tenant's rate or concurrency limit.
 var errExhausted = errors.New("sealer: tenant limit exceeded")
@@ -56,9 +60,17 @@ func (l *limiter) enter() (leave func(), err error) {
 // callers alike: it authenticates the caller, applies the tenant's limits,
 // converts errors to statuses, and records metrics and the audit event.
 func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !strings.HasPrefix(info.FullMethod, sealerMethods) {
+		return handler(ctx, req) // health: open to probes, no tenant
+	}
 	done := s.metrics.start(info.FullMethod)
-	t, err := s.auth.authenticate(ctx)
 	var resp any
+	var t *tenant
+	err := s.admit()
+	if err == nil {
+		defer s.release()
+		t, err = s.auth.authenticate(ctx)
+	}
 	if err == nil {
 		var leave func()
 		if leave, err = t.limiter.enter(); err == nil {
@@ -70,6 +82,27 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	done(reason)
 	s.audit(ctx, t, info.FullMethod, req, resp, reason)
 	return resp, err
+}
+
+// admit takes one of the server's in-flight slots, or refuses at once: past
+// its capacity the sealer answers RESOURCE_EXHAUSTED quickly instead of
+// letting every caller time out.
+func (s *service) admit() error {
+	if s.inFlight == nil {
+		return nil
+	}
+	select {
+	case s.inFlight <- struct{}{}:
+		return nil
+	default:
+		return fmt.Errorf("%w: server busy, more than %d calls in flight", errExhausted, cap(s.inFlight))
+	}
+}
+
+func (s *service) release() {
+	if s.inFlight != nil {
+		<-s.inFlight
+	}
 }
 
 // audit writes the event of one call: the tenant, a hash of the principal,

@@ -64,6 +64,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer closeAudit()
 
 	svc := &service{keys: ks, ledger: led, auth: auth, auditLog: auditLog, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
+	if cfg.MaxInFlight > 0 {
+		svc.inFlight = make(chan struct{}, cfg.MaxInFlight)
+	}
 	svc.metrics.watchKeys(ks.Refresher)
 
 	var lc net.ListenConfig

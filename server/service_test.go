@@ -53,7 +53,7 @@ func testService(t *testing.T, l consumer) *service {
 
 // call runs a method through the service's interceptor, as gRPC does.
 func call[Req, Resp any](s *service, method string, h func(context.Context, Req) (Resp, error), req Req) (any, error) {
-	return s.unary(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: method},
+	return s.unary(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: "/sealer.v1.Sealer/" + method},
 		func(ctx context.Context, r any) (any, error) { return h(ctx, r.(Req)) })
 }
 

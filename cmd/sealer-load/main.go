@@ -1,196 +1,268 @@
-// Command sealer-load measures a running sealer over gRPC and prints a
-// Markdown table. Operations (-ops):
+// Command sealer-load drives a running sealer (or several replicas, or Vault
+// Transit for comparison) over the network and prints a Markdown table:
+// operations per second, p50, p99 and errors by reason.
 //
-//	seal-open     a Seal, then an Open of the state it returned
-//	open          an Open of an ordinary state sealed before the clock started
-//	              (the same state again and again: ordinary states reopen)
-//	open-onetime  the same with one-time states (each Open consumes in the ledger)
-//	health        the gRPC health Check: the floor any gRPC service reaches here
+// Operations (-ops):
 //
-//	sealer-load -addr 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s -ops seal-open,health
+//	seal-open      a Seal, then an Open of the state it returned (on the next
+//	               target, when there are several: a cross-replica round trip)
+//	open           an Open of an ordinary state sealed before the clock started
+//	open-onetime   an Open of a one-time state sealed beforehand (consumed in the ledger)
+//	health         the gRPC health Check: the floor any gRPC service reaches here
+//	vault-transit  a Vault Transit encrypt, then decrypt, of the same payload
+//	               (VAULT_ADDR, VAULT_TOKEN, -vault-key)
+//
+// Closed loop by default: -c workers each run operations back to back. With
+// -rate, operations are offered at that rate whatever the replies (open
+// loop), at most -c in flight; an operation that finds no free slot counts
+// as a CLIENT_BACKLOG error.
+//
+//	sealer-load -targets 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s -ops seal-open,health
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	vault "github.com/hashicorp/vault/api"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
+// op is one measured operation on target i.
+type op func(ctx context.Context, i int) error
+
+type flags struct {
+	targets        []string
+	levels         []int
+	dur, warmup    time.Duration
+	size, poolRate int
+	rate           float64
+	retry          bool
+	tlsCA, token   string
+	vaultKey       string
+	timeline       string
+	oneTime        bool
+	ops            []string
+}
+
 func main() {
-	addr := flag.String("addr", "127.0.0.1:7443", "sealer gRPC address")
-	levels := flag.String("c", "1,16,64", "concurrency levels, comma separated")
-	dur := flag.Duration("d", 10*time.Second, "measured duration per level")
-	warmup := flag.Duration("warmup", 2*time.Second, "unmeasured warm-up per level")
-	size := flag.Int("payload", 1024, "payload bytes")
-	ops := flag.String("ops", "seal-open,health", "operations to measure, comma separated")
-	poolRate := flag.Int("pool-rate", 20000, "open ops: states sealed beforehand per second of warmup+duration")
+	var f flags
+	targets := flag.String("targets", "127.0.0.1:7443", "sealer gRPC addresses, comma separated")
+	levels := flag.String("c", "1,16,64", "concurrency levels (closed loop) or in-flight caps (with -rate)")
+	ops := flag.String("ops", "seal-open,health", "operations, comma separated")
+	flag.DurationVar(&f.dur, "d", 10*time.Second, "measured duration per level")
+	flag.DurationVar(&f.warmup, "warmup", 2*time.Second, "unmeasured warm-up per level")
+	flag.IntVar(&f.size, "payload", 1024, "payload bytes")
+	flag.IntVar(&f.poolRate, "pool-rate", 20000, "open-onetime: states sealed beforehand per second of warmup+duration")
+	flag.Float64Var(&f.rate, "rate", 0, "offered operations per second (open loop); 0: closed loop")
+	flag.BoolVar(&f.retry, "retry", false, "retry an operation on the next target when one is unavailable")
+	flag.StringVar(&f.tlsCA, "tls-ca", "", "CA bundle to verify the sealer's TLS certificate (TLS when set)")
+	flag.StringVar(&f.token, "token", "", "bearer token sent with every call")
+	flag.StringVar(&f.vaultKey, "vault-key", "bench", "vault-transit: Transit key name")
+	flag.StringVar(&f.timeline, "timeline", "", "write per-second counts (CSV) to this file")
+	flag.BoolVar(&f.oneTime, "one-time", false, "seal-open: seal one-time states")
 	flag.Parse()
-
-	conns := make([]*grpc.ClientConn, 4)
-	for i := range conns {
-		c, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	f.targets, f.ops = strings.Split(*targets, ","), strings.Split(*ops, ",")
+	for _, l := range strings.Split(*levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 {
+			fail("bad concurrency %q", l)
 		}
-		defer c.Close()
-		conns[i] = c
+		f.levels = append(f.levels, n)
 	}
-	params, _ := structpb.NewStruct(map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}})
-	binding := &sealerv1.Binding{Method: "tools/call", Params: params}
-	payload := make([]byte, *size)
+	if err := run(f); err != nil {
+		fail("%v", err)
+	}
+}
 
-	seal := func(ctx context.Context, conn *grpc.ClientConn, oneTime bool) (string, error) {
-		s, err := sealerv1.NewSealerClient(conn).Seal(ctx, &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
-		return s.GetRequestState(), err
-	}
-	open := func(ctx context.Context, conn *grpc.ClientConn, state string) error {
-		_, err := sealerv1.NewSealerClient(conn).Open(ctx, &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: binding})
-		return err
-	}
-	pair := func(ctx context.Context, conn *grpc.ClientConn) error {
-		state, err := seal(ctx, conn, false)
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "sealer-load: "+format+"\n", a...)
+	os.Exit(1)
+}
+
+func run(f flags) error {
+	creds := insecure.NewCredentials()
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {
 			return err
 		}
-		return open(ctx, conn, state)
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		creds = credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
 	}
-	health := func(ctx context.Context, conn *grpc.ClientConn) error {
-		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	// Two connections per target, so that 64 workers do not share one.
+	var conns [][]*grpc.ClientConn
+	for _, t := range f.targets {
+		var cs []*grpc.ClientConn
+		for range 2 {
+			c, err := grpc.NewClient(t, grpc.WithTransportCredentials(creds))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			cs = append(cs, c)
+		}
+		conns = append(conns, cs)
+	}
+	conn := func(i int) *grpc.ClientConn { t := i % len(conns); return conns[t][(i/len(conns))%2] }
+	auth := func(ctx context.Context) context.Context {
+		if f.token == "" {
+			return ctx
+		}
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
+	}
+	params, _ := structpb.NewStruct(map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}})
+	binding := &sealerv1.Binding{Method: "tools/call", Params: params}
+	payload := make([]byte, f.size)
+	seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
+		s, err := sealerv1.NewSealerClient(conn(i)).Seal(auth(ctx), &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
+		return s.GetRequestState(), err
+	}
+	open := func(ctx context.Context, i int, state string) error {
+		_, err := sealerv1.NewSealerClient(conn(i)).Open(auth(ctx), &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: binding})
 		return err
 	}
-	// opener returns an op that opens count states sealed beforehand.
-	opener := func(oneTime bool, count int) func(context.Context, *grpc.ClientConn) error {
-		states := make(chan string, count)
-		var wg sync.WaitGroup
-		for w := range 8 {
-			wg.Go(func() {
-				for i := w; i < count; i += 8 {
-					st, err := seal(context.Background(), conns[w%len(conns)], oneTime)
-					if err != nil {
-						fmt.Fprintln(os.Stderr, "sealing the pool:", err)
-						os.Exit(1)
-					}
-					states <- st
-				}
-			})
+	// retrying runs o on target i, then on the following targets while they
+	// are unavailable (a replica killed or draining).
+	retrying := func(o op) op {
+		if !f.retry {
+			return o
 		}
-		wg.Wait()
-		close(states)
-		return func(ctx context.Context, conn *grpc.ClientConn) error {
-			st, ok := <-states
-			if !ok {
-				return errPoolEmpty
+		return func(ctx context.Context, i int) error {
+			var err error
+			for k := range len(f.targets) {
+				if err = o(ctx, i+k); status.Code(err) != codes.Unavailable {
+					return err
+				}
 			}
-			return open(ctx, conn, st)
+			return err
 		}
 	}
 
 	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
-	for _, l := range strings.Split(*levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(l))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "bad concurrency %q\n", l)
-			os.Exit(2)
-		}
-		for _, op := range strings.Split(*ops, ",") {
-			switch op {
+	for _, n := range f.levels {
+		for _, name := range f.ops {
+			var o op
+			label := name
+			switch name {
 			case "seal-open":
-				report(fmt.Sprintf("Seal+Open (%d B)", *size), n, measure(conns, n, *warmup, *dur, pair))
-			case "open":
-				st, err := seal(context.Background(), conns[0], false)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "seal:", err)
-					os.Exit(1)
+				oneTime := f.oneTime
+				o = retrying(func(ctx context.Context, i int) error {
+					st, err := seal(ctx, i, oneTime)
+					if err != nil {
+						return err
+					}
+					return open(ctx, i+1, st)
+				})
+				label = fmt.Sprintf("Seal+Open (%d B)", f.size)
+				if oneTime {
+					label = fmt.Sprintf("Seal+Open one-time (%d B)", f.size)
 				}
-				report(fmt.Sprintf("Open (%d B)", *size), n, measure(conns, n, *warmup, *dur,
-					func(ctx context.Context, conn *grpc.ClientConn) error { return open(ctx, conn, st) }))
+			case "open":
+				st, err := seal(context.Background(), 0, false)
+				if err != nil {
+					return err
+				}
+				o = retrying(func(ctx context.Context, i int) error { return open(ctx, i, st) })
+				label = fmt.Sprintf("Open (%d B)", f.size)
 			case "open-onetime":
-				pool := int(float64(*poolRate) * (*warmup + *dur).Seconds())
-				report(fmt.Sprintf("Open one-time (%d B)", *size), n, measure(conns, n, *warmup, *dur, opener(true, pool)))
+				pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
+				for len(pool) < cap(pool) {
+					st, err := seal(context.Background(), len(pool), true)
+					if err != nil {
+						return err
+					}
+					pool <- st
+				}
+				o = retrying(func(ctx context.Context, i int) error {
+					select {
+					case st := <-pool:
+						return open(ctx, i, st)
+					default:
+						return errPoolEmpty
+					}
+				})
+				label = fmt.Sprintf("Open one-time (%d B)", f.size)
 			case "health":
-				report("health Check", n, measure(conns, n, *warmup, *dur, health))
+				o = func(ctx context.Context, i int) error {
+					_, err := healthpb.NewHealthClient(conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
+					return err
+				}
+				label = "health Check"
+			case "vault-transit":
+				vc, err := vault.NewClient(vault.DefaultConfig())
+				if err != nil {
+					return err
+				}
+				plaintext := base64.StdEncoding.EncodeToString(payload)
+				o = func(ctx context.Context, _ int) error {
+					enc, err := vc.Logical().WriteWithContext(ctx, "transit/encrypt/"+f.vaultKey, map[string]any{"plaintext": plaintext})
+					if err != nil {
+						return err
+					}
+					_, err = vc.Logical().WriteWithContext(ctx, "transit/decrypt/"+f.vaultKey, map[string]any{"ciphertext": enc.Data["ciphertext"]})
+					return err
+				}
+				label = fmt.Sprintf("Vault Transit encrypt+decrypt (%d B)", f.size)
 			default:
-				fmt.Fprintf(os.Stderr, "unknown op %q\n", op)
-				os.Exit(2)
+				return fmt.Errorf("unknown op %q", name)
+			}
+			var r result
+			if f.rate > 0 {
+				r = openLoop(o, n, f.rate, f.warmup, f.dur)
+				label += fmt.Sprintf(", offered %.0f/s", f.rate)
+			} else {
+				r = closedLoop(o, n, f.warmup, f.dur)
+			}
+			if errors.Is(r.fatal, errPoolEmpty) {
+				return errors.New("the pool of sealed states ran out: raise -pool-rate")
+			}
+			r.report(label, n)
+			if f.timeline != "" {
+				if err := r.writeTimeline(f.timeline); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	return nil
 }
 
 var errPoolEmpty = errors.New("pool of sealed states is empty")
 
-type result struct {
-	lat    []time.Duration
-	errors int
-	dur    time.Duration
-}
-
-// measure runs op from n workers for warmup, then for dur, and returns the
-// latencies of the measured part.
-func measure(conns []*grpc.ClientConn, n int, warmup, dur time.Duration, op func(context.Context, *grpc.ClientConn) error) result {
-	var mu sync.Mutex
-	var all result
-	start := time.Now()
-	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
-	var wg sync.WaitGroup
-	for w := range n {
-		wg.Go(func() {
-			conn := conns[w%len(conns)]
-			var lat []time.Duration
-			errs := 0
-			for {
-				t := time.Now()
-				if t.After(end) {
-					break
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := op(ctx, conn)
-				cancel()
-				if errors.Is(err, errPoolEmpty) {
-					fmt.Fprintln(os.Stderr, "the pool of sealed states ran out: raise -pool-rate")
-					os.Exit(1)
-				}
-				if t.After(measureFrom) {
-					lat = append(lat, time.Since(t))
-					if err != nil {
-						errs++
-					}
-				}
-			}
-			mu.Lock()
-			all.lat = append(all.lat, lat...)
-			all.errors += errs
-			mu.Unlock()
-		})
+// reason names an error: the sealer's ErrorInfo reason, or the gRPC code.
+func reason(err error) string {
+	if errors.Is(err, errBacklog) {
+		return "CLIENT_BACKLOG"
 	}
-	wg.Wait()
-	all.dur = dur
-	return all
-}
-
-func report(name string, n int, r result) {
-	slices.Sort(r.lat)
-	q := func(p float64) time.Duration {
-		if len(r.lat) == 0 {
-			return 0
+	st, ok := status.FromError(err)
+	if !ok {
+		return "ERROR"
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
 		}
-		return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 	}
-	fmt.Printf("| %s | %d | %.0f | %v | %v | %d |\n", name, n, float64(len(r.lat))/r.dur.Seconds(),
-		q(0.50).Round(time.Microsecond), q(0.99).Round(time.Microsecond), r.errors)
+	return strings.ToUpper(st.Code().String())
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var errBacklog = errors.New("no free slot")
+
+// result is what one measured step saw.
+type result struct {
+	lat    []time.Duration
+	errors map[string]int
+	// perSecond counts successes and failures in each second of the run.
+	perSecond []struct{ ok, failed int }
+	dur       time.Duration
+	fatal     error
+	mu        sync.Mutex
+}
+
+func (r *result) record(start, measureFrom time.Time, took time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sec := int(time.Since(measureFrom).Seconds())
+	if start.Before(measureFrom) || sec < 0 || sec >= len(r.perSecond) {
+		return
+	}
+	if errors.Is(err, errPoolEmpty) {
+		r.fatal = err
+	}
+	if err != nil {
+		r.errors[reason(err)]++
+		r.perSecond[sec].failed++
+		return
+	}
+	r.lat = append(r.lat, took)
+	r.perSecond[sec].ok++
+}
+
+func newResult(dur time.Duration) *result {
+	r := &result{errors: map[string]int{}, dur: dur}
+	r.perSecond = make([]struct{ ok, failed int }, int(dur.Seconds()+0.999))
+	return r
+}
+
+// closedLoop runs o from n workers for warmup, then measures for dur.
+func closedLoop(o op, n int, warmup, dur time.Duration) result {
+	r := newResult(dur)
+	measureFrom := time.Now().Add(warmup)
+	end := measureFrom.Add(dur)
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range n {
+		wg.Go(func() {
+			for {
+				t := time.Now()
+				if t.After(end) {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := o(ctx, int(seq.Add(1)))
+				cancel()
+				r.record(t, measureFrom, time.Since(t), err)
+			}
+		})
+	}
+	wg.Wait()
+	return *r.final()
+}
+
+// openLoop offers o at rate per second, at most n in flight, and measures
+// latency from the moment each operation was due.
+func openLoop(o op, n int, rate float64, warmup, dur time.Duration) result {
+	r := newResult(dur)
+	measureFrom := time.Now().Add(warmup)
+	end := measureFrom.Add(dur)
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for k := 0; ; k++ {
+		due := start.Add(time.Duration(k) * interval)
+		if due.After(end) {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			r.record(due, measureFrom, 0, errBacklog)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := o(ctx, k)
+			cancel()
+			r.record(due, measureFrom, time.Since(due), err)
+		})
+	}
+	wg.Wait()
+	return *r.final()
+}
+
+func (r *result) final() *result {
+	slices.Sort(r.lat)
+	return r
+}
+
+func (r *result) quantile(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+}
+
+func (r *result) report(name string, n int) {
+	total := 0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(r.errors)) {
+		total += r.errors[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, r.errors[k]))
+	}
+	errs := "0"
+	if total > 0 {
+		errs = fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+	}
+	fmt.Printf("| %s | %d | %.0f | %v | %v | %s |\n", name, n, float64(len(r.lat))/r.dur.Seconds(),
+		r.quantile(0.50).Round(time.Microsecond), r.quantile(0.99).Round(time.Microsecond), errs)
+}
+
+func (r *result) writeTimeline(path string) error {
+	var b strings.Builder
+	b.WriteString("second,ok,failed\n")
+	for i, s := range r.perSecond {
+		fmt.Fprintf(&b, "%d,%d,%d\n", i, s.ok, s.failed)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
