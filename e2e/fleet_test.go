@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,5 +111,64 @@ func expectReady(t *testing.T, p *proc, want int) {
 	resp.Body.Close()
 	if resp.StatusCode != want {
 		t.Fatalf("/readyz: got %d, want %d", resp.StatusCode, want)
+	}
+}
+
+// TestFleet_SIGKILLReplicaLosesNoState: three replicas sharing a key file
+// serve cross-replica Seal+Open pairs; one is killed with SIGKILL mid-run.
+// A client that retries on the next replica sees no failure, and every state
+// the killed replica sealed still opens on the others (R10).
+func TestFleet_SIGKILLReplicaLosesNoState(t *testing.T) {
+	ps := fleet(t, 3, "embedded")
+	var states []string
+	for range 5 {
+		states = append(states, mustSeal(t, newGRPC(t, ps[1]), sealBody("alice", weatherParams, "x", "")))
+	}
+	callers := []api{newGRPC(t, ps[0]), newGRPC(t, ps[1]), newGRPC(t, ps[2])}
+	// call tries replica i, then the next ones while a replica cannot be reached.
+	call := func(i int, method, body string) (map[string]any, string) {
+		var resp map[string]any
+		var reason string
+		for k := range len(callers) {
+			if resp, reason = callers[(i+k)%len(callers)].call(t, method, body); !strings.HasPrefix(reason, "NO_ERROR_INFO:Unavailable") {
+				break
+			}
+		}
+		return resp, reason
+	}
+	stop := make(chan struct{})
+	var failures []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, reason := call(i, "seal", sealBody("alice", weatherParams, "x", ""))
+				if reason == "OK" {
+					_, reason = call(i+1, "open", openBody(resp["requestState"].(string), "alice", weatherParams))
+				}
+				if reason != "OK" {
+					mu.Lock()
+					failures = append(failures, reason)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	ps[1].cmd.Process.Kill()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d failed pairs across the SIGKILL: %v", len(failures), failures[:min(5, len(failures))])
+	}
+	for _, st := range states {
+		expectReason(t, newREST(ps[2]), "open", openBody(st, "alice", weatherParams), "OK")
 	}
 }

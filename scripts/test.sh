@@ -3,48 +3,17 @@
 # command. It installs and starts what the tests need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
-
-step() { printf '\n== %s\n' "$*"; }
-
-# apt_install installs Debian packages when a command is missing. It needs
-# root (as CI and the developer machines run); elsewhere it says what to do.
-apt_updated=""
-apt_install() {
-  local cmd=$1; shift
-  command -v "$cmd" >/dev/null && return 0
-  if [ "$(id -u)" != 0 ]; then
-    echo "$cmd is missing: install the Debian packages $* (needs root)" >&2
-    return 1
-  fi
-  if [ -z "$apt_updated" ]; then
-    apt-get update -qq
-    apt_updated=1
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+source scripts/lib.sh
 
 step "redis-server (Debian package) for the ledger and fleet tests"
 apt_install redis-server redis-server
 redis-server --version
 
 step "Vault server built from Go modules (tools/vault), cached"
-vault_sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
-cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
-export SEALER_TEST_VAULT="$cache_dir/vault-v1.19.5-$vault_sum"
-if [ ! -x "$SEALER_TEST_VAULT" ]; then
-  echo "building Vault once (about 6 minutes on 2 cores) into $cache_dir"
-  mkdir -p "$cache_dir"
-  (cd tools/vault && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_VAULT.tmp" .)
-  mv "$SEALER_TEST_VAULT.tmp" "$SEALER_TEST_VAULT"
-fi
-"$SEALER_TEST_VAULT" version
+ensure_vault
 
 step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
-npm ci --prefix tools/node --no-audit --no-fund
-npm ci --prefix examples/typescript --no-audit --no-fund
-export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
-"$SEALER_TEST_NODE_BIN/node" --version
+ensure_node
 
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint

@@ -66,6 +66,9 @@ type Config struct {
 	// MaxInFlight bounds the calls served at once; past it calls are refused
 	// with RESOURCE_EXHAUSTED. Zero means unlimited.
 	MaxInFlight int
+	// PprofAddr, when set, serves net/http/pprof there (loopback only) for
+	// profiling the running sealer.
+	PprofAddr string
 	// AuditLog is where audit events go: "" for the service log, or a file
 	// (JSON lines, appended).
 	AuditLog string
@@ -150,6 +153,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Skew < 0 || c.Skew > time.Minute {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
+	}
+	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+		errs = append(errs, fmt.Errorf("pprof-addr %q: must be a loopback address", c.PprofAddr))
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("max-in-flight %d: want 0 (unlimited) or more", c.MaxInFlight))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -167,6 +168,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.TenantsFile != "" {
 		g.Go(func() error { return reloadOnHangup(gctx, cfg, auth, log) })
+	}
+	if cfg.PprofAddr != "" {
+		pl, err := listen(cfg.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof listener: %v", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error { psrv.Serve(pl); return nil })
+		g.Go(func() error { <-gctx.Done(); return psrv.Close() })
 	}
 	g.Go(func() error {
 		<-gctx.Done()

@@ -81,6 +81,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that verifies client certificates (mTLS)")
 	fs.BoolVar(&cfg.Insecure, "insecure", false, "allow listening beyond loopback without TLS and client authentication")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "calls served at once; past it RESOURCE_EXHAUSTED (0: unlimited)")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
 	fs.StringVar(&cfg.AuditLog, "audit-log", "", "audit events: empty for the service log, or a file (JSON lines)")
 	fs.StringVar(&cfg.Keys, "keys", cfg.Keys, "key source: file, vault-transit or vault-kv")
 	fs.DurationVar(&cfg.KeyPoll, "key-poll", cfg.KeyPoll, "how often the key source is read again")

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The load harness: one command for every figure of the "proof under load"
+# section of BENCHMARKS.md. It builds the binaries, starts a Vault dev server,
+# Redis and sealers on loopback ports, runs cmd/sealer-load, and writes the
+# tables, timelines and the soak plot into bench-results/<time>/.
+#
+#   scripts/bench.sh            everything (about 20 minutes)
+#   SOAK=60s scripts/bench.sh   a shorter soak
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+SOAK=${SOAK:-600s}
+out="$PWD/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out/bin"
+apt_install redis-server redis-server
+apt_install gnuplot gnuplot-nox
+apt_install openssl openssl
+ensure_vault >/dev/null
+go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load
+sealer="$out/bin/sealer"
+load="$out/bin/sealer-load"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 20000))
+    (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+
+# start_sealer NAME FLAGS...: runs a sealer, waits until it listens, and sets
+# ${NAME}_GRPC, ${NAME}_HTTP and ${NAME}_PID.
+start_sealer() {
+  local name=$1; shift
+  local log="$out/$name.log"
+  "$sealer" serve --grpc-addr 127.0.0.1:0 --http-addr 127.0.0.1:0 --data-dir "$out/data-$name" \
+    --log-format json --log-level info --audit-log /dev/null "$@" 2>"$log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 100); do
+    if grep -q '"msg":"listening"' "$log"; then
+      printf -v "${name}_GRPC" '%s' "$(grep -m1 '"msg":"listening"' "$log" | sed 's/.*"grpc":"\([^"]*\)".*/\1/')"
+      printf -v "${name}_HTTP" '%s' "$(grep -m1 '"msg":"listening"' "$log" | sed 's/.*"http":"\([^"]*\)".*/\1/')"
+      printf -v "${name}_PID" '%s' "$pid"
+      return
+    fi
+    sleep 0.1
+  done
+  cat "$log" >&2
+  exit 1
+}
+
+metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+
+# --- Vault, keys and Redis -------------------------------------------------
+VAULT_PORT=$(free_port)
+export VAULT_ADDR="http://127.0.0.1:$VAULT_PORT" VAULT_TOKEN="bench-root-$RANDOM$RANDOM"
+VAULT_DISABLE_MLOCK=true HOME="$out" "$SEALER_TEST_VAULT" server -dev -dev-root-token-id="$VAULT_TOKEN" \
+  -dev-listen-address="127.0.0.1:$VAULT_PORT" -dev-no-store-token -log-level=warn >"$out/vault.log" 2>&1 &
+VAULT_PID=$!
+pids+=("$VAULT_PID")
+vault() { "$SEALER_TEST_VAULT" "$@"; }
+for _ in $(seq 100); do vault status >/dev/null 2>&1 && break; sleep 0.2; done
+vault secrets enable transit >/dev/null
+vault write -f transit/keys/bench type=aes256-gcm96 >/dev/null
+vault write transit/keys/sealer type=aes256-gcm96 exportable=true >/dev/null
+sleep 1 # let the first version be older than the activation delay below
+
+REDIS_PORT=$(free_port)
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$out" --save "" --appendonly yes --appendfsync always \
+  --daemonize no --logfile "$out/redis.log" &
+REDIS_PID=$!
+pids+=("$REDIS_PID")
+until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.1; done
+vault_keys=(--keys vault-transit --vault-transit-key sealer --key-poll 1s --key-activation 3s)
+
+# --- 1. Side by side: sealer, Vault Transit, the gRPC floor ----------------
+step "side by side: Seal+Open, Vault Transit encrypt+decrypt, health Check (plaintext)"
+start_sealer plain "${vault_keys[@]}"
+"$load" -targets "$plain_GRPC" -c 1,16,64 -d 10s -warmup 2s -ops seal-open,vault-transit,health | tee "$out/side-by-side.md"
+
+step "the same over TLS with a bearer token"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$out/tls-key.pem" -out "$out/tls.pem" 2>/dev/null
+token="bench-token-$RANDOM$RANDOM"
+printf 'tenants:\n  bench:\n    tokens: ["sha256:%s"]\n' "$(printf %s "$token" | sha256sum | cut -d' ' -f1)" >"$out/tenants.yaml"
+start_sealer tls "${vault_keys[@]}" --tls-cert "$out/tls.pem" --tls-key "$out/tls-key.pem" --tenants "$out/tenants.yaml"
+"$load" -targets "$tls_GRPC" -tls-ca "$out/tls.pem" -token "$token" -c 1,16,64 -d 10s -warmup 2s -ops seal-open,health | tee "$out/tls.md"
+kill "$tls_PID"
+
+# --- 2. Rotation under load ------------------------------------------------
+step "rotation: 5 Transit rotations during 60 s across 3 replicas"
+for r in r1 r2 r3; do start_sealer "$r" "${vault_keys[@]}" --ledger "redis://127.0.0.1:$REDIS_PORT/0"; done
+fleet="$r1_GRPC,$r2_GRPC,$r3_GRPC"
+( for _ in 1 2 3 4 5; do sleep 10; vault write -f transit/keys/sealer/rotate >/dev/null; done ) &
+"$load" -targets "$fleet" -c 16 -d 60s -warmup 2s -ops seal-open -timeline "$out/rotation.csv" | tee "$out/rotation.md"
+wait $!
+for r in r1 r2 r3; do h="${r}_HTTP"; echo "$r sealing version $(metric "${!h}" sealer_key_sealing_version), versions $(metric "${!h}" sealer_key_versions)"; done | tee -a "$out/rotation.md"
+
+# --- 3. Faults under load --------------------------------------------------
+step "faults: Vault stopped (SIGSTOP) for 30 s in a 60 s run"
+( sleep 15; kill -STOP "$VAULT_PID"; sleep 25;
+  echo "during the outage: refresh age $(metric "$r1_HTTP" sealer_key_refresh_age_seconds) s, refresh errors $(metric "$r1_HTTP" sealer_key_refresh_errors_total)" >"$out/vault-outage-metrics.txt";
+  sleep 5; kill -CONT "$VAULT_PID" ) &
+"$load" -targets "$fleet" -c 16 -d 60s -warmup 2s -ops seal-open -timeline "$out/vault-outage.csv" | tee "$out/vault-outage.md"
+wait $!
+cat "$out/vault-outage-metrics.txt" | tee -a "$out/vault-outage.md"
+
+step "faults: Redis stopped for 15 s in a 40 s run; one-time and ordinary traffic side by side"
+( sleep 12; redis-cli -p "$REDIS_PORT" shutdown >/dev/null 2>&1 || true; sleep 15;
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$out" --save "" --appendonly yes --appendfsync always \
+    --daemonize yes --pidfile "$out/redis.pid" --logfile "$out/redis.log" ) &
+restart=$!
+"$load" -targets "$fleet" -c 8 -d 40s -warmup 2s -ops seal-open -one-time -timeline "$out/redis-outage-onetime.csv" >"$out/redis-outage-onetime.md" &
+onetime=$!
+"$load" -targets "$fleet" -c 8 -d 40s -warmup 2s -ops seal-open -timeline "$out/redis-outage-ordinary.csv" | tee "$out/redis-outage.md"
+wait "$onetime" "$restart"
+tail -n 1 "$out/redis-outage-onetime.md" | tee -a "$out/redis-outage.md"
+pids+=("$(cat "$out/redis.pid")")
+
+step "faults: one replica killed with SIGKILL, the client retries on another"
+( sleep 12; kill -KILL "$r2_PID" ) &
+"$load" -targets "$fleet" -retry -c 16 -d 30s -warmup 2s -ops seal-open -timeline "$out/sigkill.csv" | tee "$out/sigkill.md"
+wait $!
+
+# --- 4. Overload -----------------------------------------------------------
+step "overload: 4x capacity offered, then back to normal"
+capacity=$("$load" -targets "$plain_GRPC" -c 64 -d 10s -warmup 2s -ops seal-open | tee "$out/overload.md" | awk -F'|' '/Seal/ { gsub(/ /, "", $4); print $4 }')
+"$load" -targets "$plain_GRPC" -rate $((capacity * 4)) -c 4096 -d 10s -warmup 1s -ops seal-open | tail -n 1 | tee -a "$out/overload.md"
+"$load" -targets "$plain_GRPC" -c 64 -d 10s -warmup 1s -ops seal-open | tail -n 1 | tee -a "$out/overload.md"
+
+# --- 5. Soak ---------------------------------------------------------------
+step "soak: $SOAK at half capacity, one-time states with a 30 s TTL"
+start_sealer soak "${vault_keys[@]}" --ledger "redis://127.0.0.1:$REDIS_PORT/0" --default-ttl 30s
+redis-cli -p "$REDIS_PORT" flushall >/dev/null
+( echo "second,rss_mib,goroutines,ledger_entries"
+  start=$(date +%s)
+  while kill -0 "$soak_PID" 2>/dev/null; do
+    rss=$(metric "$soak_HTTP" process_resident_memory_bytes)
+    gor=$(metric "$soak_HTTP" go_goroutines)
+    [ -n "$rss" ] && echo "$(( $(date +%s) - start )),$(awk -v b="$rss" 'BEGIN { printf "%.1f", b / 1048576 }'),$gor,$(redis-cli -p "$REDIS_PORT" dbsize)"
+    sleep 10
+  done ) >"$out/soak.csv" &
+sampler=$!
+"$load" -targets "$soak_GRPC" -rate $((capacity / 2)) -c 256 -d "$SOAK" -warmup 0s -ops seal-open -one-time | tee "$out/soak.md"
+kill "$soak_PID"; wait "$sampler" 2>/dev/null || true
+gnuplot <<PLOT
+set terminal png size 1000,600 noenhanced
+set output "$out/soak.png"
+set datafile separator ","
+set key autotitle columnhead
+set xlabel "seconds"
+set ylabel "RSS (MiB), goroutines"
+set y2label "ledger entries (Redis keys)"
+set y2tics
+plot "$out/soak.csv" using 1:2 with lines lw 2, "" using 1:3 with lines lw 2, "" using 1:4 axes x1y2 with lines lw 2
+PLOT
+echo "results in $out"

@@ -1,0 +1,48 @@
+# Shared by scripts/test.sh and scripts/bench.sh: install and build what the
+# tests and benchmarks need. Source it from the repository root.
+
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+
+step() { printf '\n== %s\n' "$*"; }
+
+# apt_install installs Debian packages when a command is missing. It needs
+# root (as CI and the developer machines run); elsewhere it says what to do.
+apt_updated=""
+apt_install() {
+  local cmd=$1; shift
+  command -v "$cmd" >/dev/null && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "$cmd is missing: install the Debian packages $* (needs root)" >&2
+    return 1
+  fi
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# ensure_vault builds Vault from Go modules (tools/vault) once into the cache
+# directory and exports its path as SEALER_TEST_VAULT.
+ensure_vault() {
+  local sum cache_dir
+  sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
+  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
+  export SEALER_TEST_VAULT="$cache_dir/vault-v1.19.5-$sum"
+  if [ ! -x "$SEALER_TEST_VAULT" ]; then
+    echo "building Vault once (about 6 minutes on 2 cores) into $cache_dir"
+    mkdir -p "$cache_dir"
+    (cd tools/vault && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_VAULT.tmp" .)
+    mv "$SEALER_TEST_VAULT.tmp" "$SEALER_TEST_VAULT"
+  fi
+  "$SEALER_TEST_VAULT" version
+}
+
+# ensure_node installs Node 22, the MCP conformance suite and the TypeScript
+# examples' packages, and exports the bin directory as SEALER_TEST_NODE_BIN.
+ensure_node() {
+  npm ci --prefix tools/node --no-audit --no-fund
+  npm ci --prefix examples/typescript --no-audit --no-fund
+  export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
+  "$SEALER_TEST_NODE_BIN/node" --version
+}
