@@ -80,6 +80,20 @@ func RequestDigest(method string, params []byte) (Digest, error) {
 	return digest(method, target, args), nil
 }
 
+// SalientParams returns the names of the params members that RequestDigest
+// reads for method (nil for a method that cannot carry a requestState).
+// Callers that hold params in another form may pass only these members.
+func SalientParams(method string) []string {
+	fields, ok := salient[method]
+	switch {
+	case !ok:
+		return nil
+	case fields.arguments == "":
+		return []string{fields.target}
+	}
+	return []string{fields.target, fields.arguments}
+}
+
 // DigestOf returns b as a Digest, for callers that bind states to requests of
 // their own with a digest they compute. b must be 32 bytes.
 func DigestOf(b []byte) (Digest, error) {

@@ -160,3 +160,13 @@ func TestDigestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestSalientParams(t *testing.T) {
+	for method, want := range map[string]string{
+		"tools/call": "name arguments", "prompts/get": "name arguments", "resources/read": "uri", "tools/list": "",
+	} {
+		if got := strings.Join(sealer.SalientParams(method), " "); got != want {
+			t.Errorf("%s: got %q, want %q", method, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -167,7 +168,10 @@ func ledgerReason(err error) string {
 }
 
 // bindingDigest returns the digest a request binds to: the caller's own, or
-// the MCP request digest of method and params.
+// the MCP request digest of method and params. Only the salient members are
+// encoded for the digest: the retry's _meta, inputResponses and requestState
+// (a whole state again) would be ignored by the digest anyway, and were
+// already checked (UTF-8, no duplicate names) when the request was decoded.
 func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 	switch {
 	case b == nil:
@@ -177,7 +181,13 @@ func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 	case len(b.Digest) > 0:
 		return sealer.DigestOf(b.Digest)
 	}
-	params, err := protojson.Marshal(b.GetParams())
+	salient := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for _, name := range sealer.SalientParams(b.Method) {
+		if v, ok := b.GetParams().GetFields()[name]; ok {
+			salient.Fields[name] = v
+		}
+	}
+	params, err := protojson.Marshal(salient)
 	if err != nil {
 		return sealer.Digest{}, fmt.Errorf("%w: params: %v", errBadRequest, err)
 	}
