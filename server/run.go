@@ -72,95 +72,41 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	svc.metrics.watchKeys(ks.Refresher)
 
-	var lc net.ListenConfig
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	listen := func(addr string) (net.Listener, error) {
-		l, err := lc.Listen(ctx, "tcp", addr)
-		if err == nil {
-			listeners = append(listeners, l)
-		}
-		return l, err
-	}
-	gl, err := listen(cfg.GRPCAddr)
+	ls, err := listenAll(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("grpc listener: %v", err)
+		return err
 	}
-	hl, err := listen(cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("http listener: %v", err)
-	}
-	// The gateway's own way in: plaintext on loopback, the same service and
-	// interceptor as the public listener.
-	il, err := listen("127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("gateway listener: %v", err)
-	}
-
+	defer ls.close()
 	var creds []grpc.ServerOption
 	if tf != nil {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(tf.config())))
 	}
 	public, hs := svc.grpcServer(creds...)
 	internal, _ := svc.grpcServer()
-
-	conn, err := grpc.NewClient(il.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(ls.gateway.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxGRPCMessage)))
 	if err != nil {
 		return fmt.Errorf("gateway client: %v", err)
 	}
 	defer conn.Close()
-	handler, err := svc.httpHandler(ctx, conn, func(ctx context.Context) error {
+	hsrv, err := svc.httpServer(ctx, conn, tf, func(ctx context.Context) error {
 		if ks.Ring() == nil {
 			return errors.New("no keys loaded yet")
 		}
 		return led.Ping(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("gateway: %v", err)
-	}
-	hsrv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHTTPHeader,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	if tf != nil {
-		hsrv.TLSConfig = tf.config()
-	}
-
-	log.Info("listening", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "tls", tf != nil,
-		"tenants", len(auth.tenants.Load().all), "data_dir", cfg.DataDir,
-		"ledger", led.String(), "keys", ks.name, "key_ring", fmt.Sprint(ks.Ring()))
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return public.Serve(gl) })
-	g.Go(func() error { return internal.Serve(il) })
-	g.Go(func() error {
-		var err error
-		if tf != nil {
-			err = hsrv.ServeTLS(hl, "", "")
-		} else {
-			err = hsrv.Serve(hl)
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
 		return err
-	})
-	for _, task := range ks.tasks {
-		g.Go(func() error { return task(gctx) })
 	}
+
+	tasks := append([]func(context.Context) error{
+		func(context.Context) error { return public.Serve(ls.grpc) },
+		func(context.Context) error { return internal.Serve(ls.gateway) },
+		func(context.Context) error { return serveHTTP(hsrv, ls.http, tf != nil) },
+	}, ks.tasks...)
 	if b, ok := led.Ledger.(*ledger.Bolt); ok {
-		g.Go(func() error {
-			return b.SweepEvery(gctx, cfg.SweepInterval, func(n int, err error) {
+		tasks = append(tasks, func(ctx context.Context) error {
+			return b.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
 				svc.metrics.swept.Add(float64(n))
 				if err != nil {
 					log.Error("ledger sweep failed", "cause", err.Error())
@@ -169,19 +115,18 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	if cfg.TenantsFile != "" {
-		g.Go(func() error { return reloadOnHangup(gctx, cfg, auth, log) })
+		tasks = append(tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, cfg, auth, log) })
 	}
-	if cfg.PprofAddr != "" {
-		pl, err := listen(cfg.PprofAddr)
-		if err != nil {
-			return fmt.Errorf("pprof listener: %v", err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		g.Go(func() error { psrv.Serve(pl); return nil })
-		g.Go(func() error { <-gctx.Done(); return psrv.Close() })
+	if ls.pprof != nil {
+		tasks = append(tasks, func(ctx context.Context) error { return servePprof(ctx, ls.pprof) })
+	}
+
+	log.Info("listening", "grpc", ls.grpc.Addr().String(), "http", ls.http.Addr().String(), "tls", tf != nil,
+		"tenants", len(auth.tenants.Load().all), "data_dir", cfg.DataDir,
+		"ledger", led.String(), "keys", ks.name, "key_ring", fmt.Sprint(ks.Ring()))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, task := range tasks {
+		g.Go(func() error { return task(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
@@ -193,6 +138,92 @@ func Run(ctx context.Context, cfg Config) error {
 	err = g.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// listeners are the sockets of a sealer, all opened before anything serves.
+type listeners struct {
+	grpc, http net.Listener
+	gateway    net.Listener // the gateway's own way in: plaintext on loopback
+	pprof      net.Listener // nil unless configured
+	all        []net.Listener
+}
+
+func listenAll(ctx context.Context, cfg Config) (*listeners, error) {
+	ls := &listeners{}
+	var lc net.ListenConfig
+	for _, l := range []struct {
+		name string
+		addr string
+		to   *net.Listener
+	}{
+		{"grpc", cfg.GRPCAddr, &ls.grpc}, {"http", cfg.HTTPAddr, &ls.http},
+		{"gateway", "127.0.0.1:0", &ls.gateway}, {"pprof", cfg.PprofAddr, &ls.pprof},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		nl, err := lc.Listen(ctx, "tcp", l.addr)
+		if err != nil {
+			ls.close()
+			return nil, fmt.Errorf("%s listener: %v", l.name, err)
+		}
+		*l.to = nl
+		ls.all = append(ls.all, nl)
+	}
+	return ls, nil
+}
+
+func (ls *listeners) close() {
+	for _, l := range ls.all {
+		l.Close()
+	}
+}
+
+// httpServer returns the HTTP server of the gateway, metrics and health.
+func (s *service) httpServer(ctx context.Context, conn *grpc.ClientConn, tf *tlsFiles, ready func(context.Context) error) (*http.Server, error) {
+	handler, err := s.httpHandler(ctx, conn, ready)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %v", err)
+	}
+	hsrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHTTPHeader,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if tf != nil {
+		hsrv.TLSConfig = tf.config()
+	}
+	return hsrv, nil
+}
+
+func serveHTTP(hsrv *http.Server, l net.Listener, withTLS bool) error {
+	var err error
+	if withTLS {
+		err = hsrv.ServeTLS(l, "", "")
+	} else {
+		err = hsrv.Serve(l)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// servePprof serves net/http/pprof until ctx is done.
+func servePprof(ctx context.Context, l net.Listener) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); psrv.Close() }()
+	if err := psrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // grpcServer returns a gRPC server of the service with health and reflection.
