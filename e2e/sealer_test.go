@@ -369,3 +369,31 @@ func runSealer(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// TestSealer_OverloadIsRefusedAtOnce: past --max-in-flight, calls are
+// refused with RESOURCE_EXHAUSTED instead of queueing, and the sealer serves
+// normally once the burst is over.
+func TestSealer_OverloadIsRefusedAtOnce(t *testing.T) {
+	p := start(t, t.TempDir(), "--max-in-flight", "2")
+	a := newGRPC(t, p)
+	states := make([]string, 200)
+	for i := range states {
+		states[i] = mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"oneTime":true`))
+	}
+	reasons := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, st := range states {
+		wg.Go(func() {
+			_, r := a.call(t, "open", openBody(st, "alice", weatherParams))
+			mu.Lock()
+			reasons[r]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if reasons["RESOURCE_EXHAUSTED"] == 0 || reasons["OK"] == 0 || reasons["OK"]+reasons["RESOURCE_EXHAUSTED"] != len(states) {
+		t.Fatalf("200 one-time opens at once with 2 slots: got %v; want OK and RESOURCE_EXHAUSTED only", reasons)
+	}
+	mustSeal(t, a, sealBody("alice", weatherParams, "x", ""))
+}
