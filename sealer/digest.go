@@ -61,21 +61,39 @@ func RequestDigest(method string, params []byte) (Digest, error) {
 		return Digest{}, fmt.Errorf("%w: params must be a JSON object", ErrArgument)
 	}
 	var target string
-	if err := json.Unmarshal(members[fields.target], &target); err != nil || target == "" {
+	if err := json.Unmarshal(members[fields.target], &target); err != nil {
 		return Digest{}, fmt.Errorf("%w: params.%s must be a non-empty string", ErrArgument, fields.target)
 	}
 	var args []byte
 	if fields.arguments != "" {
 		args = members[fields.arguments]
-		switch {
-		case args == nil:
-			args = []byte("null")
-		case args[0] != '{' && string(args) != "null":
-			return Digest{}, fmt.Errorf("%w: params.%s must be an object", ErrArgument, fields.arguments)
-		}
-		if !exactNumbers(args) {
-			return Digest{}, fmt.Errorf("%w: params.%s holds a number beyond ±(2^53-1); send it as a string", ErrArgument, fields.arguments)
-		}
+	}
+	return DigestCanonical(method, target, args)
+}
+
+// DigestCanonical returns the request digest of a request already reduced to
+// its salient parts: the method, the target (the tool or prompt name, the
+// resource uri) and the arguments in RFC 8785 canonical form (empty when
+// absent; empty for resources/read). It gives what RequestDigest gives for
+// the same request, for callers that hold params in another form than JSON
+// text and canonicalize them themselves. The arguments MUST be canonical:
+// other spellings of the same value give other digests.
+func DigestCanonical(method, target string, args []byte) (Digest, error) {
+	fields, ok := salient[method]
+	switch {
+	case !ok:
+		return Digest{}, fmt.Errorf("%w: %q", ErrMethod, truncate(method))
+	case target == "":
+		return Digest{}, fmt.Errorf("%w: params.%s must be a non-empty string", ErrArgument, fields.target)
+	case fields.arguments == "":
+		return digest(method, target, nil), nil
+	case len(args) == 0:
+		args = []byte("null")
+	case args[0] != '{' && string(args) != "null":
+		return Digest{}, fmt.Errorf("%w: params.%s must be an object", ErrArgument, fields.arguments)
+	}
+	if !exactNumbers(args) {
+		return Digest{}, fmt.Errorf("%w: params.%s holds a number beyond ±(2^53-1); send it as a string", ErrArgument, fields.arguments)
 	}
 	return digest(method, target, args), nil
 }
@@ -126,7 +144,7 @@ func exactNumbers(canonical []byte) bool {
 	for i := 0; i < len(canonical); i++ {
 		switch c := canonical[i]; {
 		case c == '"':
-			for i++; canonical[i] != '"'; i++ {
+			for i++; i < len(canonical) && canonical[i] != '"'; i++ {
 				if canonical[i] == '\\' {
 					i++
 				}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
 	"time"
 
 	"github.com/mcp-sealer/sealer/sealer"
@@ -83,4 +86,33 @@ func FuzzRequestDigest(f *testing.F) {
 			t.Fatalf("indented params: got %v, %v; want %v", d2, err, d)
 		}
 	})
+}
+
+// FuzzDigestCanonical checks that DigestCanonical never panics on arguments
+// that are not canonical JSON (its callers promise they are; a broken
+// promise must cost a wrong digest at worst) and agrees with RequestDigest.
+func FuzzDigestCanonical(f *testing.F) {
+	f.Add("get_weather", []byte(`{"location":"New York"}`))
+	f.Add("x", []byte(`{"a":"\"`))
+	f.Add("x", []byte(`null`))
+	f.Add("", []byte(`{`))
+	f.Fuzz(func(t *testing.T, target string, args []byte) {
+		d, err := sealer.DigestCanonical("tools/call", target, args)
+		if err != nil {
+			return
+		}
+		if !json.Valid(args) || !utf8.ValidString(target) {
+			return
+		}
+		params, _ := json.Marshal(map[string]any{"name": target, "arguments": json.RawMessage(args)})
+		if d2, err := sealer.RequestDigest("tools/call", params); err == nil && canonical(args) && d2 != d {
+			t.Fatalf("DigestCanonical %v, RequestDigest %v for the canonical arguments %s", d, d2, args)
+		}
+	})
+}
+
+// canonical reports whether b is already in RFC 8785 form.
+func canonical(b []byte) bool {
+	c, err := jcs.Transform(b)
+	return err == nil && bytes.Equal(c, b)
 }

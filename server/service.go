@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -165,31 +163,4 @@ func ledgerReason(err error) string {
 		return reasonAlreadyConsumed
 	}
 	return reasonLedgerUnavailable
-}
-
-// bindingDigest returns the digest a request binds to: the caller's own, or
-// the MCP request digest of method and params. Only the salient members are
-// encoded for the digest: the retry's _meta, inputResponses and requestState
-// (a whole state again) would be ignored by the digest anyway, and were
-// already checked (UTF-8, no duplicate names) when the request was decoded.
-func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
-	switch {
-	case b == nil:
-		return sealer.Digest{}, fmt.Errorf("%w: no request", errBadRequest)
-	case len(b.Digest) > 0 && (b.Method != "" || b.Params != nil):
-		return sealer.Digest{}, fmt.Errorf("%w: request has both a digest and a method or params", errBadRequest)
-	case len(b.Digest) > 0:
-		return sealer.DigestOf(b.Digest)
-	}
-	salient := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	for _, name := range sealer.SalientParams(b.Method) {
-		if v, ok := b.GetParams().GetFields()[name]; ok {
-			salient.Fields[name] = v
-		}
-	}
-	params, err := protojson.Marshal(salient)
-	if err != nil {
-		return sealer.Digest{}, fmt.Errorf("%w: params: %v", errBadRequest, err)
-	}
-	return sealer.RequestDigest(b.Method, params)
 }
