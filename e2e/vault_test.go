@@ -18,18 +18,13 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testvault"
 )
 
-const sealerPolicy = `
-path "transit/keys/sealer" { capabilities = ["read"] }
-path "transit/export/encryption-key/sealer" { capabilities = ["read"] }
-`
-
 // vaultForSealer starts Vault with an exportable Transit key "sealer" and
 // returns it with a file holding a token limited to the README's policy.
 func vaultForSealer(t *testing.T) (*testvault.Server, string, string) {
 	t.Helper()
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
-	if err := v.Client.Sys().PutPolicy("sealer", sealerPolicy); err != nil {
+	if err := v.Client.Sys().PutPolicy("sealer", testvault.SealerPolicy); err != nil {
 		t.Fatal(err)
 	}
 	token := v.Write(t, "auth/token/create", map[string]any{"policies": []string{"sealer"}, "ttl": "1h", "renewable": true}).Auth.ClientToken

@@ -16,14 +16,6 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 )
 
-// sealerPolicy is the minimal policy the README gives the sealer.
-const sealerPolicy = `
-path "transit/keys/sealer" { capabilities = ["read"] }
-path "transit/export/encryption-key/sealer" { capabilities = ["read"] }
-path "secret/metadata/sealer" { capabilities = ["read"] }
-path "secret/data/sealer" { capabilities = ["read"] }
-`
-
 func versionsOf(t *testing.T, src keys.Source) ([]uint32, uint32) {
 	t.Helper()
 	r, err := src.Load(context.Background())
@@ -147,7 +139,7 @@ func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
 func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
-	if err := v.Client.Sys().PutPolicy("sealer", sealerPolicy); err != nil {
+	if err := v.Client.Sys().PutPolicy("sealer", testvault.SealerPolicy); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Client.Sys().EnableAuthWithOptions("approle", &vault.EnableAuthOptions{Type: "approle"}); err != nil {

@@ -18,6 +18,15 @@ import (
 	vault "github.com/hashicorp/vault/api"
 )
 
+// SealerPolicy is the minimal Vault policy the README gives the sealer for a
+// Transit key and a KV v2 secret both named "sealer".
+const SealerPolicy = `
+path "transit/keys/sealer" { capabilities = ["read"] }
+path "transit/export/encryption-key/sealer" { capabilities = ["read"] }
+path "secret/metadata/sealer" { capabilities = ["read"] }
+path "secret/data/sealer" { capabilities = ["read"] }
+`
+
 // Server is a `vault server -dev` on a loopback port.
 type Server struct {
 	// Addr is the http:// address; RootToken the dev root token.
