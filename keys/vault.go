@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -37,7 +38,7 @@ var _ Source = (*Transit)(nil)
 
 // Load implements Source with two reads: the key's policy, then its export.
 func (t *Transit) Load(ctx context.Context) (*Ring, error) {
-	mount := or(t.Mount, "transit")
+	mount := cmp.Or(t.Mount, "transit")
 	info, err := read(ctx, t.Client, mount+"/keys/"+t.Name, nil)
 	if err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ var _ Source = (*KV)(nil)
 
 // Load implements Source: one read of the metadata, one per live version.
 func (s *KV) Load(ctx context.Context) (*Ring, error) {
-	mount := or(s.Mount, "secret")
+	mount := cmp.Or(s.Mount, "secret")
 	meta, err := read(ctx, s.Client, mount+"/metadata/"+s.Path, nil)
 	if err != nil {
 		return nil, err
@@ -210,13 +211,6 @@ func unixTime(v any) (time.Time, error) {
 		return time.Parse(time.RFC3339Nano, t)
 	}
 	return time.Time{}, fmt.Errorf("unexpected %T", v)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func now(f func() time.Time) time.Time {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,13 +145,13 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vault.Client, *keys.VaultLog
 		if err != nil {
 			return nil, nil, fmt.Errorf("vault approle role id file: %v", err)
 		}
-		m, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromFile: c.SecretIDFile}, approle.WithMountPath(orDefault(c.AuthMount, "approle")))
+		m, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromFile: c.SecretIDFile}, approle.WithMountPath(cmp.Or(c.AuthMount, "approle")))
 		if err != nil {
 			return nil, nil, fmt.Errorf("vault approle: %v", err)
 		}
 		login.Method = m
 	case "kubernetes":
-		opts := []kubernetes.LoginOption{kubernetes.WithMountPath(orDefault(c.AuthMount, "kubernetes"))}
+		opts := []kubernetes.LoginOption{kubernetes.WithMountPath(cmp.Or(c.AuthMount, "kubernetes"))}
 		if c.KubernetesJWT != "" { // else the pod's own service-account token
 			opts = append(opts, kubernetes.WithServiceAccountTokenPath(c.KubernetesJWT))
 		}
@@ -174,11 +175,4 @@ func readSecretFile(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -109,7 +110,7 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 			continue
 		}
 		p := j.Policy
-		t := &tenant{name: name, defaultTTL: orDuration(p.DefaultTTL, cfg.DefaultTTL), maxTTL: orDuration(p.MaxTTL, cfg.MaxTTL),
+		t := &tenant{name: name, defaultTTL: cmp.Or(p.DefaultTTL, cfg.DefaultTTL), maxTTL: cmp.Or(p.MaxTTL, cfg.MaxTTL),
 			maxPayload: p.MaxPayload, oneTime: p.OneTime, ratePerSecond: p.RatePerSecond, burst: p.Burst, maxConcurrent: p.MaxConcurrent}
 		if t.maxPayload == 0 {
 			t.maxPayload = sealer.MaxPayload
@@ -188,11 +189,4 @@ func (ts *tenants) byToken(token string) *tenant {
 		}
 	}
 	return found
-}
-
-func orDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
