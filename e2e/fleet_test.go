@@ -46,21 +46,10 @@ func TestFleet_R6_R10_OneTimeAcrossReplicas(t *testing.T) {
 
 	for round := range 3 {
 		once := mustSeal(t, callers[0], sealBody("alice", weatherParams, "once", `,"oneTime":true`))
-		reasons := map[string]int{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		startGun := make(chan struct{})
-		for i := range 30 {
-			wg.Go(func() {
-				<-startGun
-				_, reason := callers[i%len(callers)].call(t, "open", openBody(once, "alice", weatherParams))
-				mu.Lock()
-				reasons[reason]++
-				mu.Unlock()
-			})
-		}
-		close(startGun)
-		wg.Wait()
+		reasons := concurrently(30, func(i int) string {
+			_, reason := callers[i%len(callers)].call(t, "open", openBody(once, "alice", weatherParams))
+			return reason
+		})
 		if reasons["OK"] != 1 || reasons["ALREADY_CONSUMED"] != 29 {
 			t.Fatalf("round %d: got %v, want 1 OK and 29 ALREADY_CONSUMED", round, reasons)
 		}

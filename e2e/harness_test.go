@@ -266,3 +266,24 @@ func (r restAPI) call(t *testing.T, method, body string) (map[string]any, string
 	}
 	return m, fmt.Sprintf("NO_ERROR_INFO:%d", resp.StatusCode)
 }
+
+// concurrently runs call(0) to call(n-1) at once, released together, and
+// counts the reasons they return.
+func concurrently(n int, call func(i int) string) map[string]int {
+	reasons := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			r := call(i)
+			mu.Lock()
+			reasons[r]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return reasons
+}

@@ -236,18 +236,10 @@ func TestSealer_R6_OneTimeConcurrentAndAcrossRestart(t *testing.T) {
 	for name, a := range apis(t, p) {
 		t.Run(name, func(t *testing.T) {
 			state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
-			reasons := map[string]int{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for range 16 {
-				wg.Go(func() {
-					_, reason := a.call(t, "open", openBody(state, "alice", weatherParams))
-					mu.Lock()
-					reasons[reason]++
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
+			reasons := concurrently(16, func(int) string {
+				_, reason := a.call(t, "open", openBody(state, "alice", weatherParams))
+				return reason
+			})
 			if reasons["OK"] != 1 || reasons["ALREADY_CONSUMED"] != 15 {
 				t.Fatalf("got %v, want 1 OK and 15 ALREADY_CONSUMED", reasons)
 			}
@@ -380,18 +372,10 @@ func TestSealer_OverloadIsRefusedAtOnce(t *testing.T) {
 	for i := range states {
 		states[i] = mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"oneTime":true`))
 	}
-	reasons := map[string]int{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, st := range states {
-		wg.Go(func() {
-			_, r := a.call(t, "open", openBody(st, "alice", weatherParams))
-			mu.Lock()
-			reasons[r]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	reasons := concurrently(len(states), func(i int) string {
+		_, r := a.call(t, "open", openBody(states[i], "alice", weatherParams))
+		return r
+	})
 	if reasons["RESOURCE_EXHAUSTED"] == 0 || reasons["OK"] == 0 || reasons["OK"]+reasons["RESOURCE_EXHAUSTED"] != len(states) {
 		t.Fatalf("200 one-time opens at once with 2 slots: got %v; want OK and RESOURCE_EXHAUSTED only", reasons)
 	}
