@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
@@ -121,12 +121,7 @@ type Binding struct {
 func ToolCall(p *mcp.CallToolParamsRaw) Binding {
 	params := map[string]any{"name": p.Name}
 	if len(p.Arguments) > 0 {
-		var args any
-		if json.Unmarshal(p.Arguments, &args) == nil {
-			params["arguments"] = args
-		} else {
-			params["arguments"] = string(p.Arguments) // refused by the sealer as not an object
-		}
+		params["arguments"] = p.Arguments // as received; canonicalized by the digest
 	}
 	return Binding{Method: "tools/call", Params: params}
 }
@@ -149,15 +144,44 @@ func ResourceRead(p *mcp.ReadResourceParams) Binding {
 	return Binding{Method: "resources/read", Params: map[string]any{"uri": p.URI}}
 }
 
+// proto sends the binding as its digest, computed here by the code the sealer
+// runs on params (sealer.RequestDigest): 32 bytes on the wire instead of the
+// params, twice per round trip, and no Struct to encode or decode on either
+// side. Other languages send params and let the sealer digest them; the
+// digests are the same (FORMAT.md, "Request digest").
 func (b Binding) proto() (*sealerv1.Binding, error) {
 	if b.Digest != nil {
 		return &sealerv1.Binding{Digest: b.Digest}, nil
 	}
-	params, err := structpb.NewStruct(b.Params)
+	d, err := b.digest()
 	if err != nil {
-		return nil, fmt.Errorf("%w: params: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return &sealerv1.Binding{Method: b.Method, Params: params}, nil
+	return &sealerv1.Binding{Digest: d[:]}, nil
+}
+
+// digest canonicalizes only the salient members, as the sealer does.
+func (b Binding) digest() (sealer.Digest, error) {
+	names := sealer.SalientParams(b.Method)
+	if names == nil {
+		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod
+	}
+	target, _ := b.Params[names[0]].(string)
+	var args []byte
+	if len(names) == 2 {
+		if v, ok := b.Params[names[1]]; ok {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return sealer.Digest{}, fmt.Errorf("params.%s: %v", names[1], err)
+			}
+			// jcs refuses duplicate names, invalid UTF-8 and lone surrogates;
+			// its messages quote the input, so they are not passed on.
+			if args, err = jcs.Transform(raw); err != nil {
+				return sealer.Digest{}, fmt.Errorf("params.%s is not JSON in UTF-8 without duplicate names", names[1])
+			}
+		}
+	}
+	return sealer.DigestCanonical(b.Method, target, args)
 }
 
 // SealRequest is what Seal binds and carries.
@@ -226,7 +250,7 @@ func fromStatus(err error) error {
 			}
 		}
 	}
-	return fmt.Errorf("sealer: %v", err)
+	return fmt.Errorf("sealer: %w", err)
 }
 
 // reasonError is a sealer error: errors.Is matches its sentinel, and

@@ -31,6 +31,8 @@ func TestFromStatus(t *testing.T) {
 	}
 	if err := fromStatus(status.Error(codes.Unavailable, "connection refused")); Rejected(err) || errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("a transport error: got %v, want neither rejected nor a ledger error", err)
+	} else if status.Code(err) != codes.Unavailable {
+		t.Errorf("a transport error lost its code: %v", status.Code(err))
 	}
 	if !errors.Is(fromStatus(mustStatus(t, "EXPIRED")), sealer.ErrExpired) {
 		t.Error("EXPIRED does not match sealer.ErrExpired")
@@ -60,5 +62,40 @@ func TestBindings(t *testing.T) {
 	r := ResourceRead(&mcp.ReadResourceParams{URI: "file:///x"})
 	if r.Method != "resources/read" || r.Params["uri"] != "file:///x" {
 		t.Errorf("resource binding: %+v", r)
+	}
+}
+
+// The client sends a digest; it must be the one the sealer computes from the
+// same params (R5), or a state sealed by a Go server would not open for a
+// TypeScript one and the reverse.
+func TestBindingDigestIsTheSealers(t *testing.T) {
+	b := ToolCall(&mcp.CallToolParamsRaw{Name: "get_weather", Arguments: []byte(`{"location":"Paris","days":[1,2.5,"x"],"deep":{"b":null,"a":true}}`)})
+	got, err := b.proto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sealer.RequestDigest("tools/call", []byte(`{"arguments":{"deep":{"a":true,"b":null},"days":[1,2.5,"x"],"location":"Paris"},"name":"get_weather"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.GetDigest()) != string(want[:]) || got.GetParams() != nil || got.GetMethod() != "" {
+		t.Errorf("binding %x, want only the digest %x", got.GetDigest(), want)
+	}
+	other, _ := ToolCall(&mcp.CallToolParamsRaw{Name: "get_weather", Arguments: []byte(`{"location":"Oslo"}`)}).proto()
+	if string(other.GetDigest()) == string(got.GetDigest()) {
+		t.Error("other arguments, same digest")
+	}
+	for _, bad := range []Binding{
+		{Method: "tools/list", Params: map[string]any{"name": "x"}},
+		{Method: "tools/call", Params: map[string]any{"arguments": map[string]any{}}},
+		{Method: "tools/call", Params: map[string]any{"name": "x", "arguments": map[string]any{"n": 1e300}}},
+		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`{"a":1,"a":2}`)}),
+		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`[1]`)}),
+		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`{"a":`)}),
+		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte("{\"a\":\"\xff\"}")}),
+	} {
+		if _, err := bad.proto(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%+v: got %v, want ErrInvalidArgument", bad, err)
+		}
 	}
 }

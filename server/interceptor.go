@@ -128,11 +128,17 @@ func (s *service) audit(ctx context.Context, t *tenant, method string, req, resp
 	if t != nil {
 		tenantName = t.name
 	}
-	attrs := []any{"method", method, "tenant", tenantName, "principal_hash", principalHash(tenantName, principal), "reason", reason}
-	if h, err := sealer.Inspect(state); err == nil {
-		attrs = append(attrs, "state_id", h.ID.String(), "key_version", h.KeyVersion)
+	// Typed attributes: an event per call must not box its values.
+	attrs := [6]slog.Attr{
+		slog.String("method", method), slog.String("tenant", tenantName),
+		slog.String("principal_hash", principalHash(tenantName, principal)), slog.String("reason", reason),
 	}
-	s.auditLog.Log(ctx, slog.LevelInfo, "audit", attrs...)
+	n := 4
+	if h, err := sealer.Inspect(state); err == nil {
+		attrs[4], attrs[5] = slog.String("state_id", h.ID.String()), slog.Uint64("key_version", uint64(h.KeyVersion))
+		n = 6
+	}
+	s.auditLog.LogAttrs(ctx, slog.LevelInfo, "audit", attrs[:n]...)
 }
 
 // principalHash identifies a principal in the audit log without naming it.
@@ -145,5 +151,6 @@ func principalHash(tenant, principal string) string {
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(principal))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
 }

@@ -29,6 +29,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -42,9 +44,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
-	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/client"
 )
 
 // op is one measured operation on target i.
@@ -60,6 +61,7 @@ type flags struct {
 	tlsCA, token   string
 	vaultKey       string
 	timeline       string
+	conns          int
 	oneTime        bool
 	ops            []string
 }
@@ -80,7 +82,13 @@ func main() {
 	flag.StringVar(&f.vaultKey, "vault-key", "bench", "vault-transit: Transit key name")
 	flag.StringVar(&f.timeline, "timeline", "", "write per-second counts (CSV) to this file")
 	flag.BoolVar(&f.oneTime, "one-time", false, "seal-open: seal one-time states")
+	flag.IntVar(&f.conns, "conns", 2, "gRPC connections per target")
 	flag.Parse()
+	// The generator shares the machine with what it measures: it collects
+	// garbage as seldom as the sealer does (cmd/sealer), for every op alike.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	f.targets, f.ops = strings.Split(*targets, ","), strings.Split(*ops, ",")
 	for _, l := range strings.Split(*levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(l))
@@ -88,6 +96,14 @@ func main() {
 			fail("bad concurrency %q", l)
 		}
 		f.levels = append(f.levels, n)
+	}
+	if p := os.Getenv("SEALER_LOAD_CPUPROFILE"); p != "" {
+		out, err := os.Create(p)
+		if err != nil {
+			fail("%v", err)
+		}
+		pprof.StartCPUProfile(out)
+		defer pprof.StopCPUProfile()
 	}
 	if err := run(f); err != nil {
 		fail("%v", err)
@@ -110,11 +126,11 @@ func run(f flags) error {
 		roots.AppendCertsFromPEM(pem)
 		creds = credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
 	}
-	// Two connections per target, so that 64 workers do not share one.
+	// Several connections per target, so that 64 workers do not share one.
 	var conns [][]*grpc.ClientConn
 	for _, t := range f.targets {
 		var cs []*grpc.ClientConn
-		for range 2 {
+		for range max(f.conns, 1) {
 			c, err := grpc.NewClient(t, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				return err
@@ -124,22 +140,25 @@ func run(f flags) error {
 		}
 		conns = append(conns, cs)
 	}
-	conn := func(i int) *grpc.ClientConn { t := i % len(conns); return conns[t][(i/len(conns))%2] }
+	conn := func(i int) *grpc.ClientConn { t := i % len(conns); return conns[t][(i/len(conns))%len(conns[t])] }
 	auth := func(ctx context.Context) context.Context {
 		if f.token == "" {
 			return ctx
 		}
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
-	params, _ := structpb.NewStruct(map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}})
-	binding := &sealerv1.Binding{Method: "tools/call", Params: params}
+	// Sealed and opened as a Go MCP server does, through the client package:
+	// the binding's digest is computed per call from the params.
+	args := map[string]any{"location": "New York"}
 	payload := make([]byte, f.size)
 	seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
-		s, err := sealerv1.NewSealerClient(conn(i)).Seal(auth(ctx), &sealerv1.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
-		return s.GetRequestState(), err
+		b := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": args}}
+		st, _, err := client.New(conn(i)).Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: b, Payload: payload, OneTime: oneTime})
+		return st, err
 	}
 	open := func(ctx context.Context, i int, state string) error {
-		_, err := sealerv1.NewSealerClient(conn(i)).Open(auth(ctx), &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: binding})
+		b := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": args}}
+		_, err := client.New(conn(i)).Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: b})
 		return err
 	}
 	// retrying runs o on target i, then on the following targets while they
