@@ -21,6 +21,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -31,6 +32,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +63,7 @@ type flags struct {
 	tlsCA, token   string
 	vaultKey       string
 	timeline       string
-	conns          int
+	conns, repeat  int
 	oneTime        bool
 	ops            []string
 }
@@ -83,6 +85,7 @@ func main() {
 	flag.StringVar(&f.timeline, "timeline", "", "write per-second counts (CSV) to this file")
 	flag.BoolVar(&f.oneTime, "one-time", false, "seal-open: seal one-time states")
 	flag.IntVar(&f.conns, "conns", 2, "gRPC connections per target")
+	flag.IntVar(&f.repeat, "repeat", 1, "runs per op and level, ops taking turns; the median run is reported")
 	flag.Parse()
 	// The generator shares the machine with what it measures: it collects
 	// garbage as seldom as the sealer does (cmd/sealer), for every op alike.
@@ -178,85 +181,108 @@ func run(f flags) error {
 		}
 	}
 
+	// build returns the operation called name and its label in the table.
+	build := func(name string) (op, string, error) {
+		var o op
+		label := name
+		switch name {
+		case "seal-open":
+			oneTime := f.oneTime
+			o = retrying(func(ctx context.Context, i int) error {
+				st, err := seal(ctx, i, oneTime)
+				if err != nil {
+					return err
+				}
+				return open(ctx, i+1, st)
+			})
+			label = fmt.Sprintf("Seal+Open (%d B)", f.size)
+			if oneTime {
+				label = fmt.Sprintf("Seal+Open one-time (%d B)", f.size)
+			}
+		case "open":
+			st, err := seal(context.Background(), 0, false)
+			if err != nil {
+				return nil, "", err
+			}
+			o = retrying(func(ctx context.Context, i int) error { return open(ctx, i, st) })
+			label = fmt.Sprintf("Open (%d B)", f.size)
+		case "open-onetime":
+			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
+			for len(pool) < cap(pool) {
+				st, err := seal(context.Background(), len(pool), true)
+				if err != nil {
+					return nil, "", err
+				}
+				pool <- st
+			}
+			o = retrying(func(ctx context.Context, i int) error {
+				select {
+				case st := <-pool:
+					return open(ctx, i, st)
+				default:
+					return errPoolEmpty
+				}
+			})
+			label = fmt.Sprintf("Open one-time (%d B)", f.size)
+		case "health":
+			o = func(ctx context.Context, i int) error {
+				_, err := healthpb.NewHealthClient(conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
+				return err
+			}
+			label = "health Check"
+		case "vault-transit":
+			vc, err := vault.NewClient(vault.DefaultConfig())
+			if err != nil {
+				return nil, "", err
+			}
+			plaintext := base64.StdEncoding.EncodeToString(payload)
+			o = func(ctx context.Context, _ int) error {
+				enc, err := vc.Logical().WriteWithContext(ctx, "transit/encrypt/"+f.vaultKey, map[string]any{"plaintext": plaintext})
+				if err != nil {
+					return err
+				}
+				_, err = vc.Logical().WriteWithContext(ctx, "transit/decrypt/"+f.vaultKey, map[string]any{"ciphertext": enc.Data["ciphertext"]})
+				return err
+			}
+			label = fmt.Sprintf("Vault Transit encrypt+decrypt (%d B)", f.size)
+		default:
+			return nil, "", fmt.Errorf("unknown op %q", name)
+		}
+		if f.rate > 0 {
+			label += fmt.Sprintf(", offered %.0f/s", f.rate)
+		}
+		return o, label, nil
+	}
+
 	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
 	for _, n := range f.levels {
-		for _, name := range f.ops {
-			var o op
-			label := name
-			switch name {
-			case "seal-open":
-				oneTime := f.oneTime
-				o = retrying(func(ctx context.Context, i int) error {
-					st, err := seal(ctx, i, oneTime)
-					if err != nil {
-						return err
-					}
-					return open(ctx, i+1, st)
-				})
-				label = fmt.Sprintf("Seal+Open (%d B)", f.size)
-				if oneTime {
-					label = fmt.Sprintf("Seal+Open one-time (%d B)", f.size)
-				}
-			case "open":
-				st, err := seal(context.Background(), 0, false)
+		// Each op runs -repeat times, the ops taking turns, and the run with
+		// the median throughput is reported: one slow second of a shared
+		// machine then moves no ratio.
+		runs := make([][]*result, len(f.ops))
+		labels := make([]string, len(f.ops))
+		for range max(f.repeat, 1) {
+			for k, name := range f.ops {
+				o, label, err := build(name)
 				if err != nil {
 					return err
 				}
-				o = retrying(func(ctx context.Context, i int) error { return open(ctx, i, st) })
-				label = fmt.Sprintf("Open (%d B)", f.size)
-			case "open-onetime":
-				pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
-				for len(pool) < cap(pool) {
-					st, err := seal(context.Background(), len(pool), true)
-					if err != nil {
-						return err
-					}
-					pool <- st
+				var r *result
+				if f.rate > 0 {
+					r = openLoop(o, n, f.rate, f.warmup, f.dur)
+				} else {
+					r = closedLoop(o, n, f.warmup, f.dur)
 				}
-				o = retrying(func(ctx context.Context, i int) error {
-					select {
-					case st := <-pool:
-						return open(ctx, i, st)
-					default:
-						return errPoolEmpty
-					}
-				})
-				label = fmt.Sprintf("Open one-time (%d B)", f.size)
-			case "health":
-				o = func(ctx context.Context, i int) error {
-					_, err := healthpb.NewHealthClient(conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
-					return err
+				if errors.Is(r.fatal, errPoolEmpty) {
+					return errors.New("the pool of sealed states ran out: raise -pool-rate")
 				}
-				label = "health Check"
-			case "vault-transit":
-				vc, err := vault.NewClient(vault.DefaultConfig())
-				if err != nil {
-					return err
-				}
-				plaintext := base64.StdEncoding.EncodeToString(payload)
-				o = func(ctx context.Context, _ int) error {
-					enc, err := vc.Logical().WriteWithContext(ctx, "transit/encrypt/"+f.vaultKey, map[string]any{"plaintext": plaintext})
-					if err != nil {
-						return err
-					}
-					_, err = vc.Logical().WriteWithContext(ctx, "transit/decrypt/"+f.vaultKey, map[string]any{"ciphertext": enc.Data["ciphertext"]})
-					return err
-				}
-				label = fmt.Sprintf("Vault Transit encrypt+decrypt (%d B)", f.size)
-			default:
-				return fmt.Errorf("unknown op %q", name)
+				runs[k], labels[k] = append(runs[k], r), label
 			}
-			var r result
-			if f.rate > 0 {
-				r = openLoop(o, n, f.rate, f.warmup, f.dur)
-				label += fmt.Sprintf(", offered %.0f/s", f.rate)
-			} else {
-				r = closedLoop(o, n, f.warmup, f.dur)
-			}
-			if errors.Is(r.fatal, errPoolEmpty) {
-				return errors.New("the pool of sealed states ran out: raise -pool-rate")
-			}
-			r.report(label, n)
+		}
+		for k, rs := range runs {
+			slices.SortFunc(rs, func(a, b *result) int { return cmp.Compare(len(a.lat), len(b.lat)) })
+			r := rs[len(rs)/2]
+			r.report(labels[k], n)
 			if f.timeline != "" {
 				if err := r.writeTimeline(f.timeline); err != nil {
 					return err

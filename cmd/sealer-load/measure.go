@@ -19,6 +19,9 @@ var errBacklog = errors.New("no free slot")
 type result struct {
 	lat    []time.Duration
 	errors map[string]int
+	// errLat holds how long each refused call took, by reason: an overloaded
+	// server must refuse quickly rather than time out.
+	errLat map[string][]time.Duration
 	// perSecond counts successes and failures in each second of the run.
 	perSecond []struct{ ok, failed int }
 	dur       time.Duration
@@ -37,7 +40,11 @@ func (r *result) record(start, measureFrom time.Time, took time.Duration, err er
 		r.fatal = err
 	}
 	if err != nil {
-		r.errors[reason(err)]++
+		why := reason(err)
+		r.errors[why]++
+		if why != "CLIENT_BACKLOG" {
+			r.errLat[why] = append(r.errLat[why], took)
+		}
 		r.perSecond[sec].failed++
 		return
 	}
@@ -46,13 +53,13 @@ func (r *result) record(start, measureFrom time.Time, took time.Duration, err er
 }
 
 func newResult(dur time.Duration) *result {
-	r := &result{errors: map[string]int{}, dur: dur}
+	r := &result{errors: map[string]int{}, errLat: map[string][]time.Duration{}, dur: dur}
 	r.perSecond = make([]struct{ ok, failed int }, int(dur.Seconds()+0.999))
 	return r
 }
 
 // closedLoop runs o from n workers for warmup, then measures for dur.
-func closedLoop(o op, n int, warmup, dur time.Duration) result {
+func closedLoop(o op, n int, warmup, dur time.Duration) *result {
 	r := newResult(dur)
 	measureFrom := time.Now().Add(warmup)
 	end := measureFrom.Add(dur)
@@ -73,12 +80,12 @@ func closedLoop(o op, n int, warmup, dur time.Duration) result {
 		})
 	}
 	wg.Wait()
-	return *r.final()
+	return r.final()
 }
 
 // openLoop offers o at rate per second, at most n in flight, and measures
 // latency from the moment each operation was due.
-func openLoop(o op, n int, rate float64, warmup, dur time.Duration) result {
+func openLoop(o op, n int, rate float64, warmup, dur time.Duration) *result {
 	r := newResult(dur)
 	measureFrom := time.Now().Add(warmup)
 	end := measureFrom.Add(dur)
@@ -109,19 +116,23 @@ func openLoop(o op, n int, rate float64, warmup, dur time.Duration) result {
 		})
 	}
 	wg.Wait()
-	return *r.final()
+	return r.final()
 }
 
 func (r *result) final() *result {
 	slices.Sort(r.lat)
+	for _, l := range r.errLat {
+		slices.Sort(l)
+	}
 	return r
 }
 
-func (r *result) quantile(p float64) time.Duration {
-	if len(r.lat) == 0 {
+// quantile returns the p-quantile of sorted latencies.
+func quantile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
 		return 0
 	}
-	return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+	return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 }
 
 func (r *result) report(name string, n int) {
@@ -129,14 +140,18 @@ func (r *result) report(name string, n int) {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(r.errors)) {
 		total += r.errors[k]
-		parts = append(parts, fmt.Sprintf("%s %d", k, r.errors[k]))
+		part := fmt.Sprintf("%s %d", k, r.errors[k])
+		if l := r.errLat[k]; len(l) > 0 {
+			part += fmt.Sprintf(" in p50 %v, p99 %v", quantile(l, 0.50).Round(time.Microsecond), quantile(l, 0.99).Round(time.Microsecond))
+		}
+		parts = append(parts, part)
 	}
 	errs := "0"
 	if total > 0 {
 		errs = fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 	}
 	fmt.Printf("| %s | %d | %.0f | %v | %v | %s |\n", name, n, float64(len(r.lat))/r.dur.Seconds(),
-		r.quantile(0.50).Round(time.Microsecond), r.quantile(0.99).Round(time.Microsecond), errs)
+		quantile(r.lat, 0.50).Round(time.Microsecond), quantile(r.lat, 0.99).Round(time.Microsecond), errs)
 }
 
 func (r *result) writeTimeline(path string) error {
