@@ -4,7 +4,7 @@
 # Redis and sealers on loopback ports, runs cmd/sealer-load, and writes the
 # tables, timelines and the soak plot into bench-results/<time>/.
 #
-#   scripts/bench.sh            everything (about 20 minutes)
+#   scripts/bench.sh            everything (about 27 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
 set -euo pipefail
 cd "$(dirname "$0")/.."
