@@ -15,7 +15,10 @@
 // Closed loop by default: -c workers each run operations back to back. With
 // -rate, operations are offered at that rate whatever the replies (open
 // loop), at most -c in flight; an operation that finds no free slot counts
-// as a CLIENT_BACKLOG error.
+// as a CLIENT_BACKLOG error. Refused calls are counted by reason, with how
+// long they took. With -repeat N the ops take turns N times per level and
+// the run with the median throughput is reported. SEALER_LOAD_CPUPROFILE
+// names a file for the generator's own CPU profile.
 //
 //	sealer-load -targets 127.0.0.1:7443 -c 1,16,64 -d 10s -warmup 2s -ops seal-open,health
 package main
