@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -98,4 +99,38 @@ func TestBindingDigestIsTheSealers(t *testing.T) {
 			t.Errorf("%+v: got %v, want ErrInvalidArgument", bad, err)
 		}
 	}
+}
+
+// FuzzToolCallDigest holds the client's digest to the sealer's: for any
+// arguments, ToolCall's binding and sealer.RequestDigest over the same params
+// text both refuse, or agree on the digest (R5).
+func FuzzToolCallDigest(f *testing.F) {
+	for _, args := range []string{`{"location":"Paris"}`, `{"a":[1,2.5e3,"\u00e9",null,true],"b":{}}`, `{"a":1,"a":2}`, `[1]`, `null`, `{"n":9007199254740993}`, `{"s":"<\u2028>"}`} {
+		f.Add(args)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		if len(args) > 4096 {
+			t.Skip()
+		}
+		mine, errMine := ToolCall(&mcp.CallToolParamsRaw{Name: "t", Arguments: []byte(args)}).proto()
+		params := `{"name":"t","arguments":` + args + `}`
+		switch {
+		case args == "": // no arguments at all
+			params = `{"name":"t"}`
+		case !json.Valid([]byte(args)):
+			// Not one JSON value: the client must refuse it, whatever the
+			// spliced params text would be.
+			if errMine == nil {
+				t.Fatalf("client accepted arguments that are not JSON: %q", args)
+			}
+			return
+		}
+		theirs, errTheirs := sealer.RequestDigest("tools/call", []byte(params))
+		switch {
+		case (errMine == nil) != (errTheirs == nil):
+			t.Fatalf("client error %v, sealer error %v", errMine, errTheirs)
+		case errMine == nil && string(mine.GetDigest()) != string(theirs[:]):
+			t.Fatalf("client digest %x, sealer digest %x", mine.GetDigest(), theirs)
+		}
+	})
 }
