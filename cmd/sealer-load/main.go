@@ -147,24 +147,28 @@ func run(f flags) error {
 		conns = append(conns, cs)
 	}
 	conn := func(i int) *grpc.ClientConn { t := i % len(conns); return conns[t][(i/len(conns))%len(conns[t])] }
+	clients := map[*grpc.ClientConn]*client.Client{}
+	for _, cs := range conns {
+		for _, c := range cs {
+			clients[c] = client.New(c)
+		}
+	}
 	auth := func(ctx context.Context) context.Context {
 		if f.token == "" {
 			return ctx
 		}
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
-	// Sealed and opened as a Go MCP server does, through the client package:
-	// the binding's digest is computed per call from the params.
-	args := map[string]any{"location": "New York"}
+	// Sealed and opened as a Go MCP server does, through the client package,
+	// which computes the binding's digest from the params on every call.
+	binding := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}}}
 	payload := make([]byte, f.size)
 	seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
-		b := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": args}}
-		st, _, err := client.New(conn(i)).Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: b, Payload: payload, OneTime: oneTime})
+		st, _, err := clients[conn(i)].Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
 		return st, err
 	}
 	open := func(ctx context.Context, i int, state string) error {
-		b := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": args}}
-		_, err := client.New(conn(i)).Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: b})
+		_, err := clients[conn(i)].Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: binding})
 		return err
 	}
 	// retrying runs o on target i, then on the following targets while they

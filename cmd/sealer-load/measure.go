@@ -42,7 +42,7 @@ func (r *result) record(start, measureFrom time.Time, took time.Duration, err er
 	if err != nil {
 		why := reason(err)
 		r.errors[why]++
-		if why != "CLIENT_BACKLOG" {
+		if !errors.Is(err, errBacklog) {
 			r.errLat[why] = append(r.errLat[why], took)
 		}
 		r.perSecond[sec].failed++
