@@ -219,22 +219,32 @@ func assertNoSecretsInLogs(t *testing.T, ps []*proc, secrets []string) {
 
 // proxy forwards TCP to target until down, and again after up, on the same
 // address: Vault unreachable from the sealer, reachable from the test.
+// proxy is a TCP proxy that can be cut (down, up), made to hang (stall),
+// or made slow (a delay each way).
 type proxy struct {
 	addr, target string
+	delay        time.Duration // added to every chunk, each way
 	mu           sync.Mutex
 	l            net.Listener
 	conns        map[net.Conn]bool
+	stalled      chan struct{} // non-nil while stalled: closed to resume
 }
 
 func newProxy(t *testing.T, target string) *proxy {
+	return newDelayProxy(t, target, 0)
+}
+
+// newDelayProxy returns a proxy that delays every chunk by delay each way:
+// a round trip through it takes at least twice delay.
+func newDelayProxy(t *testing.T, target string, delay time.Duration) *proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{addr: l.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p := &proxy{addr: l.Addr().String(), target: target, delay: delay, conns: map[net.Conn]bool{}}
 	p.serve(l)
-	t.Cleanup(p.down)
+	t.Cleanup(func() { p.resume(); p.down() })
 	return p
 }
 
@@ -254,17 +264,78 @@ func (p *proxy) serve(l net.Listener) {
 }
 
 func (p *proxy) pipe(c net.Conn) {
+	p.mu.Lock()
+	p.conns[c] = true
+	stalled := p.stalled
+	p.mu.Unlock()
+	if stalled != nil {
+		<-stalled // accepted, never answered, as a hung server does
+	}
 	u, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
 		return
 	}
 	p.mu.Lock()
-	p.conns[c], p.conns[u] = true, true
+	p.conns[u] = true
 	p.mu.Unlock()
-	go func() { io.Copy(u, c); u.Close() }()
-	io.Copy(c, u)
+	go func() { p.copy(u, c); u.Close() }()
+	p.copy(c, u)
 	c.Close()
+}
+
+// copy copies src to dst, each chunk delivered delay after it was read.
+func (p *proxy) copy(dst, src net.Conn) {
+	if p.delay == 0 {
+		io.Copy(dst, src)
+		return
+	}
+	type chunk struct {
+		at   time.Time
+		data []byte
+	}
+	chunks := make(chan chunk, 4096)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				chunks <- chunk{time.Now().Add(p.delay), buf[:n]}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.at))
+		if _, err := dst.Write(c.data); err != nil {
+			src.Close()
+			return
+		}
+	}
+}
+
+// stall makes the target hang: open connections are cut, new ones are
+// accepted and never answered until resume.
+func (p *proxy) stall() {
+	p.mu.Lock()
+	p.stalled = make(chan struct{})
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+	p.mu.Unlock()
+}
+
+func (p *proxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
 }
 
 func (p *proxy) down() {

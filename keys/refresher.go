@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Refresher keeps the current ring of a Source: it loads at an interval,
@@ -18,12 +20,19 @@ type Refresher struct {
 	minGap time.Duration
 	report func(error)
 
-	ring      atomic.Pointer[Ring]
-	lastGood  atomic.Int64 // Unix nanoseconds of the last successful load
-	errors    atomic.Uint64
-	mu        sync.Mutex // one load at a time
-	lastTried time.Time  // guarded by mu
+	ring     atomic.Pointer[Ring]
+	lastGood atomic.Int64 // Unix nanoseconds of the last successful load
+	errors   atomic.Uint64
+	mu       sync.Mutex // one load at a time
+
+	demands singleflight.Group
+	// demandEnded is when the last on-demand load ended (Unix nanoseconds):
+	// written only by the one demand load in flight, never by a caller.
+	demandEnded atomic.Int64
 }
+
+// demandTimeout bounds one on-demand load, whoever waits for it.
+const demandTimeout = 10 * time.Second
 
 // NewRefresher returns a refresher of source polling at interval. report, if
 // not nil, receives every failed load.
@@ -56,7 +65,6 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 }
 
 func (r *Refresher) refreshLocked(ctx context.Context) error {
-	r.lastTried = time.Now()
 	ring, err := r.source.Load(ctx)
 	if err != nil {
 		r.errors.Add(1)
@@ -71,14 +79,24 @@ func (r *Refresher) refreshLocked(ctx context.Context) error {
 }
 
 // Demand refreshes at once, for an Open that names a version newer than the
-// ring, and returns the ring then current. Calls are serialized and at most
-// one load per second is made for them, so a flood of forged states naming
-// unknown versions cannot flood the source.
+// ring, and returns the ring then current, or the current ring when ctx ends
+// first. Callers share one load in flight; a new one starts at most once
+// per minGap after the last one ended, whatever the callers do, so a flood
+// of forged states naming unknown versions can neither flood the source nor
+// hold its callers longer than their deadline.
 func (r *Refresher) Demand(ctx context.Context) *Ring {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.lastTried) >= r.minGap {
-		r.refreshLocked(ctx)
+	done := r.demands.DoChan("", func() (any, error) {
+		if time.Since(time.Unix(0, r.demandEnded.Load())) < r.minGap {
+			return nil, nil
+		}
+		defer func() { r.demandEnded.Store(time.Now().UnixNano()) }()
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demandTimeout)
+		defer cancel()
+		return nil, r.Refresh(lctx)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 	return r.ring.Load()
 }

@@ -116,3 +116,64 @@ func TestRefresher_DemandIsRateLimited(t *testing.T) {
 		t.Fatalf("1000 demands within a second made %d loads; want at most 1", n)
 	}
 }
+
+// stalledSource is a fake for the error path: after its first load it
+// hangs, as a Vault that accepts connections and never answers does, until
+// released, whatever its context says.
+type stalledSource struct {
+	first, ring *keys.Ring
+	release     chan struct{}
+	loads       atomic.Int32
+}
+
+func (s *stalledSource) Load(context.Context) (*keys.Ring, error) {
+	if s.loads.Add(1) == 1 {
+		return s.first, nil
+	}
+	<-s.release
+	return s.ring, nil
+}
+
+func TestRefresher_DemandDuringAStallIsSharedAndEndsWithTheCaller(t *testing.T) {
+	r1, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{})}, 1)
+	r2, _ := keys.NewRing([]keys.Key{key(t, 1, time.Time{}), key(t, 2, time.Time{})}, 2)
+	src := &stalledSource{first: r1, ring: r2, release: make(chan struct{})}
+	ref := keys.NewRefresher(src, time.Hour, nil)
+	if err := ref.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past any rate limit of the first load
+
+	const callers = 64
+	returned := make(chan *keys.Ring, callers)
+	for range callers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			returned <- ref.Demand(ctx)
+		}()
+	}
+	for range callers {
+		select {
+		case got := <-returned:
+			if got != r1 {
+				t.Fatalf("a caller that gave up got ring %v, want the current one", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("callers are held past their deadline by a stalled load")
+		}
+	}
+	if n := src.loads.Load() - 1; n != 1 {
+		t.Fatalf("%d callers during one stall made %d loads; want 1, shared", callers, n)
+	}
+	// A caller without a deadline gets the shared load's result.
+	got := make(chan *keys.Ring)
+	go func() { got <- ref.Demand(context.Background()) }()
+	close(src.release)
+	if r := <-got; r != r2 {
+		t.Fatalf("after the stall: got ring %v, want the new one", r)
+	}
+	if n := src.loads.Load() - 1; n != 1 {
+		t.Fatalf("loads after the stall: %d, want still 1", n)
+	}
+}

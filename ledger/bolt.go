@@ -61,6 +61,9 @@ func (b *Bolt) Consume(ctx context.Context, tenant string, id sealer.StateID, un
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if !until.After(time.Now()) {
+		return errPast
+	}
 	k := key(tenant, id)
 	var exp [8]byte
 	binary.BigEndian.PutUint64(exp[:], uint64(until.UnixMilli()))

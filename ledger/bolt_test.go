@@ -63,7 +63,7 @@ func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < 25000; i += 100 {
 				id := sealer.StateID{byte(i), byte(i >> 8), byte(i >> 16)}
-				until := now.Add(-time.Second)
+				until := now.Add(time.Minute)
 				if i%5 == 0 {
 					until = now.Add(time.Hour)
 				}
@@ -75,7 +75,7 @@ func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n, err := b.Sweep(now)
+	n, err := b.Sweep(now.Add(2 * time.Minute))
 	if err != nil || n != 20000 {
 		t.Fatalf("swept %d, %v; want 20000", n, err)
 	}

@@ -2,16 +2,23 @@
 // most once (R6).
 //
 // A [Ledger] has one call, Consume: the first call for a state id wins, every
-// later one gets [ErrConsumed]. Entries live until the state's expiry (plus
-// clock skew) and then go away by themselves (R7), so a ledger holds at most
+// later one gets [ErrConsumed]. Each entry lives at least until the time the
+// caller gives and then goes away by itself (R7), so a ledger holds at most
 // the live one-time states. A ledger that cannot answer reports
 // [ErrUnavailable]; callers must then refuse the open (fail closed), never
 // treat the state as unconsumed.
+//
+// The caller chooses until so that the entry outlives every moment at which
+// any replica could still accept the state: its expiry, plus the clock skew
+// allowed, plus a margin for the ledger's round trip and for the clocks of
+// replicas and ledger disagreeing. A consume that completes after the state's
+// acceptance window is the caller's to refuse (the server does), never a win.
 package ledger
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcp-sealer/sealer/sealer"
@@ -25,11 +32,16 @@ var (
 	ErrUnavailable = errors.New("ledger: unavailable")
 )
 
+// errPast refuses a consume whose entry would expire at once: recording
+// nothing is not a win.
+var errPast = fmt.Errorf("%w: entry would expire at once (until is not in the future)", ErrUnavailable)
+
 // Ledger consumes one-time states.
 type Ledger interface {
-	// Consume records id of tenant as consumed until the given time. It
-	// returns nil for the first call, ErrConsumed for every later one, and an
-	// error wrapping ErrUnavailable when it cannot tell.
+	// Consume records id of tenant as consumed until at least the given
+	// time. It returns nil for the first call, ErrConsumed for every later
+	// one, and an error wrapping ErrUnavailable when it cannot tell or until
+	// is not in the future.
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
 }
 

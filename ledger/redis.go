@@ -154,11 +154,21 @@ func redisKey(tenant string, id sealer.StateID) string {
 	return keyPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(id[:])
 }
 
-// Consume implements Ledger with SET key 1 NX PXAT until.
+// Consume implements Ledger with SET key 1 NX PX ttl, ttl counted from now
+// on the sealer's clock and rounded up to the millisecond. A relative expiry
+// does not depend on Redis's clock agreeing with ours, and the entry lives at
+// least until until, since Redis starts counting when the command arrives.
+// An until not in the future is refused: Redis would answer OK to an
+// absolute expiry in the past and store nothing.
 func (r *Redis) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
+	ttl := time.Until(until)
+	if ttl <= 0 {
+		return errPast
+	}
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", redis.SetArgs{Mode: "NX", ExpireAt: until.Truncate(time.Millisecond).Add(time.Millisecond)}).Result()
+	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", redis.SetArgs{Mode: "NX", TTL: ttl}).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return ErrConsumed

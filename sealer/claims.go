@@ -31,6 +31,13 @@ type Claims struct {
 	OneTime bool
 }
 
+// Expired reports whether a state with these claims is past its acceptance
+// window at now: later than ExpiresAt + skew, to the millisecond (FORMAT.md,
+// "Opening", step 7).
+func (c Claims) Expired(now time.Time, skew time.Duration) bool {
+	return now.UnixMilli() > c.ExpiresAt.UnixMilli()+skew.Milliseconds()
+}
+
 // Expect is what the caller of Open knows about the retry it is serving.
 type Expect struct {
 	// Principal is the authenticated principal of the retry.

@@ -61,7 +61,7 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 	if iat < 0 || exp <= iat {
 		return nil, ErrInvalid
 	}
-	if now.UnixMilli() > exp+want.Skew.Milliseconds() {
+	if (Claims{ExpiresAt: time.UnixMilli(exp)}).Expired(now, want.Skew) {
 		return nil, ErrExpired
 	}
 	var ph [principalLen]byte

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/x509"
-	"encoding/base64"
+	"encoding/asn1"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,13 +15,13 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// Metadata the gateway adds to the calls it forwards: the client certificate
-// chain the HTTP server received, vouched for by the process's gateway
-// secret. Callers cannot set them: the gateway forwards no header but
-// Authorization, and a call without the secret is judged by its own TLS peer.
+// Metadata the gateway adds to the calls it forwards: the tenant the HTTP
+// front door authenticated, vouched for by the process's gateway secret.
+// Callers cannot set them: the gateway forwards no header but Authorization,
+// and a call without the secret is judged by its own credentials.
 const (
 	mdGatewaySecret = "x-sealer-gateway"
-	mdClientCert    = "x-sealer-client-cert"
+	mdTenant        = "x-sealer-tenant"
 )
 
 // errUnauthenticated marks a caller without valid credentials.
@@ -36,32 +36,65 @@ func tenantOf(ctx context.Context) *tenant {
 }
 
 // authenticator finds the tenant of a call from its client certificate or
-// bearer token, never from the request body.
+// bearer token, never from the request body. It runs before any body or
+// message is read: it looks at headers and the TLS peer only.
 type authenticator struct {
 	tenants   atomic.Pointer[tenants]
 	clientCAs func() *x509.CertPool // nil: client certificates are not accepted
 	secret    string                // the gateway's secret, per process
 }
 
-func (a *authenticator) authenticate(ctx context.Context) (*tenant, error) {
+// fromGRPC authenticates a gRPC call from its metadata and TLS peer, or, for
+// a call the gateway forwards, takes the tenant the HTTP front door found.
+func (a *authenticator) fromGRPC(ctx context.Context, md metadata.MD) (*tenant, error) {
 	ts := a.tenants.Load()
 	if ts.implicit != nil {
 		return ts.implicit, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	chain, err := a.peerChain(ctx, md)
-	if err != nil {
-		return nil, err
+	if s := md.Get(mdGatewaySecret); len(s) == 1 && subtle.ConstantTimeCompare([]byte(s[0]), []byte(a.secret)) == 1 {
+		if name := md.Get(mdTenant); len(name) == 1 && ts.all[name[0]] != nil {
+			return ts.all[name[0]], nil
+		}
+		return nil, unauthenticated("tenant no longer configured")
 	}
+	var chain []*x509.Certificate
+	if p, ok := peer.FromContext(ctx); ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			chain = info.State.PeerCertificates
+		}
+	}
+	return a.authenticate(ts, md.Get("authorization"), chain)
+}
+
+// fromHTTP authenticates a REST call from its headers and TLS peer.
+func (a *authenticator) fromHTTP(r *http.Request) (*tenant, error) {
+	ts := a.tenants.Load()
+	if ts.implicit != nil {
+		return ts.implicit, nil
+	}
+	var chain []*x509.Certificate
+	if r.TLS != nil {
+		chain = r.TLS.PeerCertificates
+	}
+	return a.authenticate(ts, r.Header.Values("Authorization"), chain)
+}
+
+// authenticate finds the one tenant named by the caller's Authorization
+// values and client certificate chain. When both are given they must agree.
+func (a *authenticator) authenticate(ts *tenants, authorization []string, chain []*x509.Certificate) (*tenant, error) {
 	var byCert, byToken *tenant
 	if len(chain) > 0 {
+		var err error
 		if byCert, err = a.certTenant(ts, chain); err != nil {
 			return nil, err
 		}
 	}
-	if auth := md.Get("authorization"); len(auth) > 0 {
-		token, ok := strings.CutPrefix(auth[0], "Bearer ")
-		if byToken = ts.byToken(token); !ok || len(auth) > 1 || byToken == nil {
+	if len(authorization) > 0 {
+		token, err := bearerToken(authorization)
+		if err != nil {
+			return nil, err
+		}
+		if byToken = ts.byToken(token); byToken == nil {
 			return nil, unauthenticated("bearer token not recognized")
 		}
 	}
@@ -76,35 +109,44 @@ func (a *authenticator) authenticate(ctx context.Context) (*tenant, error) {
 	return byToken, nil
 }
 
-// peerChain returns the client certificate chain of the caller: the one the
-// gateway forwarded, when the call carries the gateway's secret, else the
-// call's own TLS peer.
-func (a *authenticator) peerChain(ctx context.Context, md metadata.MD) ([]*x509.Certificate, error) {
-	if s := md.Get(mdGatewaySecret); len(s) == 1 && subtle.ConstantTimeCompare([]byte(s[0]), []byte(a.secret)) == 1 {
-		var chain []*x509.Certificate
-		for _, enc := range md.Get(mdClientCert) {
-			der, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil {
-				return nil, unauthenticated("malformed client certificate")
-			}
-			c, err := x509.ParseCertificate(der)
-			if err != nil {
-				return nil, unauthenticated("malformed client certificate")
-			}
-			chain = append(chain, c)
-		}
-		return chain, nil
+// bearerToken returns the token of the one Authorization value, which must
+// be "Bearer" (in any case, RFC 7235) and a non-empty RFC 6750 b64token.
+// Anything else is refused, never skipped: a second value, another scheme,
+// bytes outside the token alphabet.
+func bearerToken(values []string) (string, error) {
+	if len(values) != 1 {
+		return "", unauthenticated("more than one Authorization header")
 	}
-	if p, ok := peer.FromContext(ctx); ok {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			return info.State.PeerCertificates, nil
-		}
+	scheme, token, _ := strings.Cut(values[0], " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		return "", unauthenticated("authorization scheme must be Bearer")
 	}
-	return nil, nil
+	if !isB64Token(token) {
+		return "", unauthenticated("malformed bearer token")
+	}
+	return token, nil
 }
 
-// certTenant verifies a client chain against the client CAs and maps its URI
-// SANs, then DNS SANs, to a tenant.
+// isB64Token reports whether s is an RFC 6750 b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isB64Token(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// certTenant verifies a client chain against the client CAs and maps its
+// SANs to a tenant: URI SANs byte for byte as the certificate spells them,
+// DNS SANs without regard to case. A certificate that names more than one
+// tenant is refused rather than given one of them.
 func (a *authenticator) certTenant(ts *tenants, chain []*x509.Certificate) (*tenant, error) {
 	if a.clientCAs == nil {
 		return nil, unauthenticated("client certificates are not accepted here (no client CA configured)")
@@ -117,37 +159,85 @@ func (a *authenticator) certTenant(ts *tenants, chain []*x509.Certificate) (*ten
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, unauthenticated("client certificate not issued by the client CA")
 	}
-	for _, u := range chain[0].URIs {
-		if t := ts.byURI[u.String()]; t != nil {
-			return t, nil
+	uris, err := rawURISANs(chain[0])
+	if err != nil {
+		return nil, unauthenticated("malformed client certificate")
+	}
+	var found *tenant
+	for _, t := range append(lookup(ts.byURI, uris, false), lookup(ts.byDNS, chain[0].DNSNames, true)...) {
+		if found != nil && found != t {
+			return nil, unauthenticated("client certificate names more than one tenant")
+		}
+		found = t
+	}
+	if found == nil {
+		return nil, unauthenticated("client certificate names no tenant")
+	}
+	return found, nil
+}
+
+// lookup returns the tenants that names map to.
+func lookup(m map[string]*tenant, names []string, fold bool) []*tenant {
+	var out []*tenant
+	for _, n := range names {
+		if fold {
+			n = strings.ToLower(n)
+		}
+		if t := m[n]; t != nil {
+			out = append(out, t)
 		}
 	}
-	for _, d := range chain[0].DNSNames {
-		if t := ts.byDNS[strings.ToLower(d)]; t != nil {
-			return t, nil
+	return out
+}
+
+// oidSubjectAltName is the X.509 subjectAltName extension (RFC 5280, 4.2.1.6).
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// rawURISANs returns the uniformResourceIdentifier names of a certificate
+// exactly as encoded. crypto/x509 keeps them only as parsed *url.URL values,
+// whose String() may differ from what the CA signed.
+func rawURISANs(c *x509.Certificate) ([]string, error) {
+	var uris []string
+	for _, e := range c.Extensions {
+		if !e.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var names asn1.RawValue
+		if rest, err := asn1.Unmarshal(e.Value, &names); err != nil || len(rest) != 0 ||
+			names.Class != asn1.ClassUniversal || names.Tag != asn1.TagSequence {
+			return nil, errors.New("malformed subjectAltName")
+		}
+		for rest := names.Bytes; len(rest) > 0; {
+			var gn asn1.RawValue
+			var err error
+			if rest, err = asn1.Unmarshal(rest, &gn); err != nil {
+				return nil, errors.New("malformed subjectAltName")
+			}
+			if gn.Class == asn1.ClassContextSpecific && gn.Tag == 6 { // uniformResourceIdentifier
+				uris = append(uris, string(gn.Bytes))
+			}
 		}
 	}
-	return nil, unauthenticated("client certificate names no tenant")
+	return uris, nil
 }
 
 func unauthenticated(why string) error {
 	return &authError{why}
 }
 
-// authError is an authentication failure with the reason the caller may see.
+// authError is an authentication failure with the reason the caller may see:
+// always one of the fixed texts above, never bytes the caller chose.
 type authError struct{ why string }
 
 func (e *authError) Error() string        { return "sealer: unauthenticated: " + e.why }
 func (e *authError) Is(target error) bool { return target == errUnauthenticated }
 
-// gatewayMetadata forwards the HTTP caller's client certificates to the gRPC
-// service with the gateway's secret.
+// gatewayMetadata passes the tenant the HTTP front door authenticated on to
+// the gRPC service, with the gateway's secret.
 func (a *authenticator) gatewayMetadata(_ context.Context, r *http.Request) metadata.MD {
 	md := metadata.Pairs(mdGatewaySecret, a.secret)
-	if r.TLS != nil {
-		for _, c := range r.TLS.PeerCertificates {
-			md.Append(mdClientCert, base64.StdEncoding.EncodeToString(c.Raw))
-		}
+	if t := tenantOf(r.Context()); t != nil {
+		md.Append(mdTenant, t.name)
 	}
 	return md
 }

@@ -56,12 +56,26 @@ var outcomes = []struct {
 }
 
 // toStatus converts an error of the service into the gRPC status its caller
-// sees, with an ErrorInfo reason, and logs the cause once. It is the only
-// place where errors become statuses.
+// sees, with an ErrorInfo reason, and logs the cause once.
 func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (error, string) {
 	if err == nil {
 		return nil, reasonOK
 	}
+	if _, ok := status.FromError(err); ok {
+		return err, status.Code(err).String() // made by gRPC itself: a deadline, a cancellation
+	}
+	st, reason := statusOf(err)
+	level := slog.LevelInfo
+	if c := status.Code(st); c == codes.Internal || c == codes.Unavailable {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "call failed", "method", method, "reason", reason, "cause", err.Error())
+	return st, reason
+}
+
+// statusOf is the only place where errors become statuses: the code, a
+// message that never quotes a secret or an internal cause, and the reason.
+func statusOf(err error) (error, string) {
 	if _, ok := status.FromError(err); ok {
 		return err, status.Code(err).String() // made by gRPC itself: a deadline, a cancellation
 	}
@@ -75,11 +89,6 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (
 			break
 		}
 	}
-	level := slog.LevelInfo
-	if code == codes.Internal || code == codes.Unavailable {
-		level = slog.LevelError
-	}
-	log.Log(ctx, level, "call failed", "method", method, "reason", reason, "cause", err.Error())
 	st, derr := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
 	if derr != nil {
 		return status.Error(code, msg), reason

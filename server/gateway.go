@@ -15,23 +15,28 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
-// Size limits of a request, applied before any parsing: the largest params
-// (1 MiB) and payload (64 KiB, 88 KiB as base64) with room for the rest.
+// Limits of a request, applied before any parsing and the same on both
+// transports: the largest params (1 MiB) and payload (64 KiB, 88 KiB as
+// base64) with room for the rest, in one gRPC message or one HTTP body;
+// headers; and the calls a connection or the HTTP server serves at once,
+// counted before authentication.
 const (
-	maxGRPCMessage = 2 << 20
-	maxHTTPBody    = 3 << 20
-	maxHTTPHeader  = 64 << 10
+	maxRequest      = 2 << 20
+	maxHeader       = 64 << 10
+	maxStreams      = 256  // concurrent gRPC streams per connection
+	maxHTTPInFlight = 1024 // concurrent REST calls, all connections together
 )
 
 // httpHandler serves the REST gateway on /v1/, metrics, and health. The
 // gateway reaches the service through conn, a client of the gRPC server, so
 // REST callers pass through the same interceptors as gRPC callers.
 func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready func(context.Context) error) (http.Handler, error) {
+	marshaler := &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+	}}
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
 		runtime.WithMetadata(s.auth.gatewayMetadata),
@@ -39,8 +44,11 @@ func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready 
 	if err := sealerv1.RegisterSealerHandler(ctx, gw, conn); err != nil {
 		return nil, err
 	}
+	writeErr := func(w http.ResponseWriter, r *http.Request, err error) {
+		runtime.HTTPError(r.Context(), gw, marshaler, w, r, err)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/", http.MaxBytesHandler(gw, maxHTTPBody))
+	mux.Handle("POST /v1/", s.gateHTTP(http.MaxBytesHandler(gw, maxRequest), maxHTTPInFlight, writeErr))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

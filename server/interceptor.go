@@ -23,14 +23,21 @@ var sealerMethods = "/" + sealerv1.Sealer_ServiceDesc.ServiceName + "/"
 // errExhausted marks a call refused by a tenant's rate or concurrency limit.
 var errExhausted = errors.New("sealer: tenant limit exceeded")
 
+// demandWaiters bounds the calls of one tenant that wait at once for an
+// on-demand key refresh (an Open naming a key version the ring lacks), so
+// that forged states cannot hold the server's in-flight slots while Vault
+// hangs.
+const demandWaiters = 4
+
 // limiter enforces one tenant's rate and concurrency limits.
 type limiter struct {
-	rate *rate.Limiter // nil: unlimited
-	sem  chan struct{} // nil: unlimited
+	rate   *rate.Limiter // nil: unlimited
+	sem    chan struct{} // nil: unlimited
+	demand chan struct{} // calls waiting for an on-demand key refresh
 }
 
 func newLimiter(t *tenant) *limiter {
-	l := &limiter{}
+	l := &limiter{demand: make(chan struct{}, demandWaiters)}
 	if t.ratePerSecond > 0 {
 		l.rate = rate.NewLimiter(rate.Limit(t.ratePerSecond), t.burst)
 	}
@@ -58,24 +65,30 @@ func (l *limiter) enter() (leave func(), err error) {
 }
 
 // unary is the one interceptor of every Seal and Open, for gRPC and REST
-// callers alike: it authenticates the caller, applies the tenant's limits,
-// converts errors to statuses, and records metrics and the audit event.
+// callers alike: the caller was authenticated by the front door (tap or
+// gateHTTP) before its message was read; here the server's and the tenant's
+// limits apply, errors become statuses, and metrics and the audit event are
+// recorded.
 func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !strings.HasPrefix(info.FullMethod, sealerMethods) {
 		return handler(ctx, req) // health: open to probes, no tenant
 	}
+	t := tenantOf(ctx)
+	if t == nil {
+		var err error
+		if t, err = s.grpcAuthenticate(ctx); err != nil {
+			return nil, s.refuse("grpc", err)
+		}
+		ctx = context.WithValue(ctx, tenantKey{}, t)
+	}
 	done := s.metrics.start(info.FullMethod)
 	var resp any
-	var t *tenant
 	err := s.admit()
 	if err == nil {
 		defer s.release()
-		t, err = s.auth.authenticate(ctx)
-	}
-	if err == nil {
 		var leave func()
 		if leave, err = t.limiter.enter(); err == nil {
-			resp, err = handler(context.WithValue(ctx, tenantKey{}, t), req)
+			resp, err = handler(ctx, req)
 			leave()
 		}
 	}
@@ -83,6 +96,21 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 	done(reason)
 	s.audit(ctx, t, info.FullMethod, req, resp, reason)
 	return resp, err
+}
+
+// enterDemand admits a call to wait for an on-demand key refresh, counted
+// against the tenant's rate (one more call) and its demandWaiters, or
+// refuses at once.
+func (l *limiter) enterDemand() (leave func(), ok bool) {
+	if l.rate != nil && !l.rate.Allow() {
+		return nil, false
+	}
+	select {
+	case l.demand <- struct{}{}:
+		return func() { <-l.demand }, true
+	default:
+		return nil, false
+	}
 }
 
 // admit takes one of the server's in-flight slots, or refuses at once: past
@@ -96,7 +124,7 @@ func (s *service) admit() error {
 	case s.inFlight <- struct{}{}:
 		return nil
 	default:
-		return fmt.Errorf("%w: server busy, more than %d calls in flight", errExhausted, cap(s.inFlight))
+		return errBusy(cap(s.inFlight))
 	}
 }
 
@@ -104,6 +132,10 @@ func (s *service) release() {
 	if s.inFlight != nil {
 		<-s.inFlight
 	}
+}
+
+func errBusy(limit int) error {
+	return fmt.Errorf("%w: server busy, more than %d calls in flight", errExhausted, limit)
 }
 
 // audit writes the event of one call: the tenant, a hash of the principal,
@@ -125,10 +157,7 @@ func (s *service) audit(ctx context.Context, t *tenant, method string, req, resp
 	default:
 		return
 	}
-	tenantName := ""
-	if t != nil {
-		tenantName = t.name
-	}
+	tenantName := t.name
 	// Typed attributes: an event per call must not box its values.
 	attrs := [6]slog.Attr{
 		slog.String("method", method), slog.String("tenant", tenantName),

@@ -18,6 +18,8 @@ type metrics struct {
 	ledger    *prometheus.HistogramVec
 	ledgerErr prometheus.Counter
 	swept     prometheus.Counter
+	// unauthenticated counts refused callers; they make no audit event.
+	unauthenticated *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -45,8 +47,12 @@ func newMetrics() *metrics {
 			Name: "sealer_ledger_swept_total",
 			Help: "Expired ledger entries deleted.",
 		}),
+		unauthenticated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sealer_unauthenticated_total",
+			Help: "Calls refused before their body was read, for want of valid credentials, by transport (grpc, rest).",
+		}, []string{"transport"}),
 	}
-	m.registry.MustRegister(m.calls, m.latency, m.ledger, m.ledgerErr, m.swept,
+	m.registry.MustRegister(m.calls, m.latency, m.ledger, m.ledgerErr, m.swept, m.unauthenticated,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -65,7 +65,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer closeAudit()
 
-	svc := &service{keys: ks, ledger: led, auth: auth, auditLog: auditLog, cfg: cfg, now: time.Now, log: log, metrics: newMetrics()}
+	svc := &service{keys: ks, ledger: led, auth: auth, auditLog: auditLog, cfg: cfg, now: time.Now, log: log,
+		metrics: newMetrics(), refusals: newSampledLog("unauthenticated calls refused")}
 	if cfg.MaxInFlight > 0 {
 		svc.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	}
@@ -83,16 +84,21 @@ func Run(ctx context.Context, cfg Config) error {
 	public, hs := svc.grpcServer(creds...)
 	internal, _ := svc.grpcServer()
 	conn, err := grpc.NewClient(ls.gateway.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxGRPCMessage)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxRequest)))
 	if err != nil {
 		return fmt.Errorf("gateway client: %v", err)
 	}
 	defer conn.Close()
+	notReady := newSampledLog("not ready: ledger unreachable")
 	hsrv, err := svc.httpServer(ctx, conn, tf, func(ctx context.Context) error {
 		if ks.Ring() == nil {
 			return errors.New("no keys loaded yet")
 		}
-		return led.Ping(ctx)
+		if err := led.Ping(ctx); err != nil {
+			notReady.log(log, err) // the cause stays in the log: /readyz is unauthenticated
+			return errors.New("ledger unreachable")
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -190,7 +196,7 @@ func (s *service) httpServer(ctx context.Context, conn *grpc.ClientConn, tf *tls
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHTTPHeader,
+		MaxHeaderBytes:    maxHeader,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	if tf != nil {
@@ -231,7 +237,10 @@ const streamWorkers = 256
 // grpcServer returns a gRPC server of the service with health and reflection.
 func (s *service) grpcServer(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	gs := grpc.NewServer(append(opts,
-		grpc.MaxRecvMsgSize(maxGRPCMessage),
+		grpc.MaxRecvMsgSize(maxRequest),
+		grpc.MaxHeaderListSize(maxHeader),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.InTapHandle(s.tap),
 		grpc.ChainUnaryInterceptor(s.unary),
 		// Workers keep their grown stacks; a goroutine per call would copy its
 		// stack as it grows on every call (16% of CPU under load, by pprof).

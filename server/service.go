@@ -27,7 +27,8 @@ type consumer interface {
 type ringSource interface {
 	// Ring returns the current ring, nil before the first load.
 	Ring() *keys.Ring
-	// Demand refreshes at once (rate-limited) and returns the ring then.
+	// Demand refreshes at once (shared and rate-limited) and returns the
+	// ring then, or the current ring when ctx ends first.
 	Demand(ctx context.Context) *keys.Ring
 }
 
@@ -46,6 +47,7 @@ type service struct {
 	now      func() time.Time
 	log      *slog.Logger
 	metrics  *metrics
+	refusals *sampledLog
 }
 
 // Seal implements sealerv1.SealerServer.
@@ -110,20 +112,13 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
-	tenant := tenantOf(ctx).name
-	o, err := s.open(ctx, tenant, req.GetRequestState(), want)
+	t := tenantOf(ctx)
+	o, err := s.open(ctx, t, req.GetRequestState(), want)
 	if err != nil {
 		return nil, err
 	}
 	if o.OneTime {
-		t := time.Now()
-		err := s.ledger.Consume(ctx, tenant, o.ID, o.ExpiresAt.Add(s.cfg.Skew))
-		reason := ledgerReason(err)
-		s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(t).Seconds())
-		if reason == reasonLedgerUnavailable {
-			s.metrics.ledgerErr.Inc()
-		}
-		if err != nil {
+		if err := s.consume(ctx, t.name, o); err != nil {
 			return nil, err
 		}
 	}
@@ -134,25 +129,64 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	}, nil
 }
 
+// consume records a one-time state in the ledger (R6). The entry outlives
+// the last moment any replica can accept the state, expiry + skew on that
+// replica's clock, by: another skew (the replicas' clocks may differ by up
+// to skew, the documented meaning of --skew), the ledger's timeout (a
+// consume in flight) and a second of scheduling. A consume that completes
+// after the acceptance window is refused as expired, never counted as a win.
+// On any failure the payload is zeroed: the caller gets none of it.
+func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) error {
+	start := time.Now()
+	until := o.ExpiresAt.Add(s.ledgerRetention())
+	err := s.ledger.Consume(ctx, tenant, o.ID, until)
+	if err == nil && o.Expired(s.now(), s.cfg.Skew) {
+		err = sealer.ErrExpired
+	}
+	reason := ledgerReason(err)
+	s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(start).Seconds())
+	if reason == reasonLedgerUnavailable {
+		s.metrics.ledgerErr.Inc()
+	}
+	if err != nil {
+		clear(o.Payload)
+	}
+	return err
+}
+
 // open opens a state with the current ring. A state that names a key version
 // newer than the ring (a rotation this replica has not seen yet) makes the
-// ring refresh at once, and the open is tried again with the new ring.
-func (s *service) open(ctx context.Context, tenant, state string, want sealer.Expect) (*sealer.Opened, error) {
+// ring refresh at once, and the open is tried again with the new ring. The
+// wait for that refresh counts against the tenant's limits and ends with the
+// caller's deadline.
+func (s *service) open(ctx context.Context, t *tenant, state string, want sealer.Expect) (*sealer.Opened, error) {
 	ring := s.keys.Ring()
 	if ring == nil {
 		return nil, errNoKeys
 	}
-	o, err := sealer.Open(ring, tenant, state, want, s.now())
+	o, err := sealer.Open(ring, t.name, state, want, s.now())
 	if !errors.Is(err, sealer.ErrInvalid) {
 		return o, err
 	}
 	if h, herr := sealer.Inspect(state); herr != nil || h.KeyVersion <= ring.Newest() {
 		return nil, err
 	}
-	if fresh := s.keys.Demand(ctx); fresh != nil && fresh != ring {
-		return sealer.Open(fresh, tenant, state, want, s.now())
+	leave, ok := t.limiter.enterDemand()
+	if !ok {
+		return nil, err
+	}
+	fresh := s.keys.Demand(ctx)
+	leave()
+	if fresh != nil && fresh != ring {
+		return sealer.Open(fresh, t.name, state, want, s.now())
 	}
 	return nil, err
+}
+
+// ledgerRetention is how long past its expiry a consumed state's ledger
+// entry lives (see consume).
+func (s *service) ledgerRetention() time.Duration {
+	return 2*s.cfg.Skew + s.cfg.LedgerTimeout + time.Second
 }
 
 func ledgerReason(err error) string {
@@ -161,6 +195,8 @@ func ledgerReason(err error) string {
 		return reasonOK
 	case errors.Is(err, ledger.ErrConsumed):
 		return reasonAlreadyConsumed
+	case errors.Is(err, sealer.ErrExpired):
+		return reasonExpired
 	}
 	return reasonLedgerUnavailable
 }

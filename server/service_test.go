@@ -48,7 +48,8 @@ func testService(t *testing.T, l consumer) *service {
 	}
 	auth := &authenticator{}
 	auth.tenants.Store(implicitTenants(Defaults()))
-	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: newMetrics()}
+	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		metrics: newMetrics(), refusals: newSampledLog("refused")}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.

@@ -163,6 +163,10 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 				continue
 			}
 			sum := [sha256.Size]byte(raw)
+			if sum == sha256.Sum256(nil) {
+				bad("tenant %s: token %d is the hash of the empty string", name, i+1)
+				continue
+			}
 			if prev, dup := seenToken[sum]; dup {
 				bad("tenant %s: token %d is also %s's", name, i+1, prev)
 			}

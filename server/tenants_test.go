@@ -22,6 +22,7 @@ func TestLoadTenants(t *testing.T) {
 		{"bad name", "tenants:\n  A B:\n    tokens: [" + h + "]\n", "name must be", false},
 		{"no credentials", "tenants:\n  a: {}\n", "no way to authenticate", false},
 		{"token in clear", "tenants:\n  a:\n    tokens: [hunter2]\n", "sha256:<64 hex", false},
+		{"empty token", "tenants:\n  a:\n    tokens: [sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855]\n", "empty string", false},
 		{"token shared", "tenants:\n  a:\n    tokens: [" + h + "]\n  b:\n    tokens: [" + h + "]\n", "also", false},
 		{"uri shared", "tenants:\n  a:\n    mtls: {uris: [u]}\n  b:\n    mtls: {uris: [u]}\n", "given to both", true},
 		{"mtls without a client CA", "tenants:\n  a:\n    mtls: {dns: [a]}\n", "tls-client-ca", false},

@@ -61,6 +61,29 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		}
 	})
 
+	t.Run("R6 a past until is never a win", func(t *testing.T) {
+		s := newSubject(t)
+		id := newID()
+		for _, past := range []time.Time{time.Now().Add(-time.Millisecond), time.Now().Add(-time.Hour), {}} {
+			if err := s.Ledger.Consume(ctx, "t", id, past); !errors.Is(err, ledger.ErrUnavailable) {
+				t.Fatalf("until %v in the past: got %v, want ErrUnavailable", past, err)
+			}
+		}
+	})
+
+	t.Run("R6 an entry lives until its until", func(t *testing.T) {
+		s := newSubject(t)
+		id := newID()
+		end := time.Now().Add(1500 * time.Millisecond)
+		if err := s.Ledger.Consume(ctx, "t", id, end); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(end) - 300*time.Millisecond)
+		if err := s.Ledger.Consume(ctx, "t", id, until()); !errors.Is(err, ledger.ErrConsumed) {
+			t.Fatalf("300 ms before its until: got %v, want ErrConsumed", err)
+		}
+	})
+
 	t.Run("R7 entries expire", func(t *testing.T) {
 		s := newSubject(t)
 		id, keep := newID(), newID()

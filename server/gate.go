@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
+)
+
+// The front doors: both authenticate a caller from its headers and TLS peer
+// before a byte of its body or message is read, so an unauthenticated caller
+// costs a header parse and a hash, never a decode. Refusals write no audit
+// event; they are counted in sealer_unauthenticated_total and logged at most
+// once a second.
+
+// tap is the gRPC front door (grpc.InTapHandle): grpc-go runs it when a
+// stream's headers arrive, before it reads the message. The tenant it finds
+// rides in the stream's context to the interceptor.
+func (s *service) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if !strings.HasPrefix(info.FullMethodName, sealerMethods) {
+		return ctx, nil // health and reflection: open to probes
+	}
+	t, err := s.auth.fromGRPC(ctx, info.Header)
+	if err != nil {
+		return nil, s.refuse("grpc", err)
+	}
+	return context.WithValue(ctx, tenantKey{}, t), nil
+}
+
+// gateHTTP is the REST front door: it authenticates, then lets next read the
+// body, at most concurrent requests at a time (refused at once beyond, before
+// authentication).
+func (s *service) gateHTTP(next http.Handler, concurrent int, writeErr func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	slots := make(chan struct{}, concurrent)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			writeErr(w, r, errBusy(concurrent))
+			return
+		}
+		t, err := s.auth.fromHTTP(r)
+		if err != nil {
+			writeErr(w, r, s.refuse("rest", err))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, t)))
+	})
+}
+
+// refuse counts and logs (sampled) an unauthenticated call and returns the
+// status its caller gets.
+func (s *service) refuse(transport string, err error) error {
+	s.metrics.unauthenticated.WithLabelValues(transport).Inc()
+	s.refusals.log(s.log, err, "transport", transport)
+	st, _ := statusOf(err)
+	return st
+}
+
+// sampledLog logs one message at most once a second, with how many were
+// not logged since.
+type sampledLog struct {
+	msg    string
+	every  *rate.Limiter
+	missed atomic.Int64
+}
+
+func newSampledLog(msg string) *sampledLog {
+	return &sampledLog{msg: msg, every: rate.NewLimiter(rate.Every(time.Second), 1)}
+}
+
+func (l *sampledLog) log(log *slog.Logger, err error, attrs ...any) {
+	if !l.every.Allow() {
+		l.missed.Add(1)
+		return
+	}
+	log.Warn(l.msg, append(attrs, "cause", err.Error(), "not_logged_since_last", l.missed.Swap(0))...)
+}
+
+// grpcAuthenticate authenticates a call that reached the interceptor
+// without passing the tap (a server built without it, a unit test).
+func (s *service) grpcAuthenticate(ctx context.Context) (*tenant, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return s.auth.fromGRPC(ctx, md)
+}
