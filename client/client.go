@@ -160,11 +160,17 @@ func (b Binding) proto() (*sealerv1.Binding, error) {
 	return &sealerv1.Binding{Digest: d[:]}, nil
 }
 
-// digest canonicalizes only the salient members, as the sealer does.
+// digest canonicalizes only the salient members, as the sealer does, after
+// refusing members named like them in another case (sealer.CheckParamName).
 func (b Binding) digest() (sealer.Digest, error) {
 	names := sealer.SalientParams(b.Method)
 	if names == nil {
 		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod
+	}
+	for name := range b.Params {
+		if err := sealer.CheckParamName(b.Method, name); err != nil {
+			return sealer.Digest{}, err
+		}
 	}
 	target, _ := b.Params[names[0]].(string)
 	var args []byte

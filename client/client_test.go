@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -133,4 +135,79 @@ func FuzzToolCallDigest(f *testing.F) {
 			t.Fatalf("client digest %x, sealer digest %x", mine.GetDigest(), theirs)
 		}
 	})
+}
+
+// BenchmarkToolCallDigest_8000Keys is the client's digest (encoding/json, then
+// github.com/gowebpki/jcs) of 8,000 argument names of 250 bytes that differ
+// only in their last bytes, out of order.
+func BenchmarkToolCallDigest_8000Keys(b *testing.B) {
+	var args strings.Builder
+	args.WriteByte('{')
+	prefix := strings.Repeat("k", 242)
+	for i := range 8000 {
+		if i > 0 {
+			args.WriteByte(',')
+		}
+		fmt.Fprintf(&args, `"%s%08d":%d`, prefix, i*7919%8000, i) // 7919 is prime: a permutation
+	}
+	args.WriteByte('}')
+	bind := ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(args.String())})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := bind.digest(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A binding made by hand with a member named like a salient one in another
+// case is refused before it reaches the network, as the sealer refuses it.
+func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
+	for _, b := range []Binding{
+		{Method: "tools/call", Params: map[string]any{"name": "transfer", "arguments": map[string]any{"amount": 1}, "Arguments": map[string]any{"amount": 100000}}},
+		{Method: "tools/call", Params: map[string]any{"name": "transfer", "arguments": map[string]any{"amount": 1}, "NAME": "transfer"}},
+		{Method: "tools/call", Params: map[string]any{"name": "transfer", "argumentſ": map[string]any{"amount": 100000}}},
+		{Method: "prompts/get", Params: map[string]any{"name": "greeting", "Name": "admin"}},
+		{Method: "resources/read", Params: map[string]any{"uri": "file:///etc/motd", "URI": "file:///etc/shadow"}},
+	} {
+		_, err := b.proto()
+		if !errors.Is(err, ErrInvalidArgument) || !errors.Is(err, sealer.ErrArgument) {
+			t.Errorf("%v: got %v, want ErrInvalidArgument and sealer.ErrArgument", b.Params, err)
+		}
+	}
+	// Other members are ignored, as before.
+	got, err := Binding{Method: "resources/read", Params: map[string]any{"uri": "u", "Arguments": 1, "NAME": "x"}}.digest()
+	want, _ := sealer.RequestDigest("resources/read", []byte(`{"uri":"u"}`))
+	if err != nil || got != want {
+		t.Errorf("resources/read with Arguments and NAME: got %v, %v; want %v", got, err, want)
+	}
+}
+
+func TestBindingDigest_Limits(t *testing.T) {
+	nested := func(levels int) string { // an object, then arrays
+		return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
+	}
+	wide := func(n int) string { // n values: an object, an array, zeros
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat("0,", n-2), ",") + `]}`
+	}
+	for _, tc := range []struct {
+		name, args string
+		ok         bool
+	}{
+		{"64 levels", nested(sealer.MaxDepth), true},
+		{"65 levels", nested(sealer.MaxDepth + 1), false},
+		{"100,000 values", wide(sealer.MaxValues), true},
+		{"100,001 values", wide(sealer.MaxValues + 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(tc.args)}).proto()
+			if tc.ok && err != nil || !tc.ok && !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("got %v, want ok %v", err, tc.ok)
+			}
+			_, errSealer := sealer.RequestDigest("tools/call", []byte(`{"name":"x","arguments":`+tc.args+`}`))
+			if (err == nil) != (errSealer == nil) {
+				t.Fatalf("client %v, sealer %v", err, errSealer)
+			}
+		})
+	}
 }

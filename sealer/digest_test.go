@@ -1,9 +1,14 @@
 package sealer_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -167,6 +172,278 @@ func TestSalientParams(t *testing.T) {
 	} {
 		if got := strings.Join(sealer.SalientParams(method), " "); got != want {
 			t.Errorf("%s: got %q, want %q", method, got, want)
+		}
+	}
+}
+
+// transfer is the request of the case-variant finding: a server that binds
+// params case-insensitively would act on Arguments, the digest on arguments.
+const transfer = `{"name":"transfer","arguments":{"amount":1}}`
+
+func TestCheckParamName(t *testing.T) {
+	tests := []struct {
+		method, name string
+		err          error
+	}{
+		{"tools/call", "name", nil},
+		{"tools/call", "arguments", nil},
+		{"tools/call", "_meta", nil},
+		{"tools/call", "requestState", nil},
+		{"tools/call", "names", nil},
+		{"tools/call", "argument", nil},
+		{"tools/call", "arguments ", nil},
+		{"tools/call", "URI", nil},
+		{"tools/call", "ａrguments", nil}, // U+FF41 folds to no ASCII letter
+		{"tools/call", "NAME", sealer.ErrArgument},
+		{"tools/call", "Name", sealer.ErrArgument},
+		{"tools/call", "nAmE", sealer.ErrArgument},
+		{"tools/call", "Arguments", sealer.ErrArgument},
+		{"tools/call", "ARGUMENTS", sealer.ErrArgument},
+		{"tools/call", "argumentſ", sealer.ErrArgument}, // U+017F, long s, folds to s
+		{"tools/call", "ARGUMENTſ", sealer.ErrArgument},
+		{"prompts/get", "Name", sealer.ErrArgument},
+		{"prompts/get", "arguMents", sealer.ErrArgument},
+		{"resources/read", "uri", nil},
+		{"resources/read", "Arguments", nil},
+		{"resources/read", "NAME", nil},
+		{"resources/read", "URI", sealer.ErrArgument},
+		{"resources/read", "Uri", sealer.ErrArgument},
+		{"resources/read", "urı", sealer.ErrArgument}, // U+0131 upper-cases to I
+		{"resources/read", "urİ", sealer.ErrArgument}, // U+0130 lower-cases to i
+		{"tools/list", "name", sealer.ErrMethod},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.name, func(t *testing.T) {
+			if err := sealer.CheckParamName(tc.method, tc.name); !errors.Is(err, tc.err) {
+				t.Fatalf("got %v, want %v", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestRequestDigest_R5_CaseVariantsRefused(t *testing.T) {
+	for _, tc := range []struct{ name, method, params string }{
+		{"Arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
+		{"NAME", "tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer_all"}`},
+		{"NAME and Arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer","Arguments":{"amount":100000}}`},
+		{"Arguments before arguments", "tools/call", `{"Arguments":{"amount":100000},"name":"transfer","arguments":{"amount":1}}`},
+		{"escaped", "tools/call", `{"name":"transfer","arguments":{"amount":1},"Argument\u0073":{"amount":100000}}`},
+		{"long s", "tools/call", `{"name":"transfer","arguments":{"amount":1},"argument\u017f":{"amount":100000}}`},
+		{"variant only", "tools/call", `{"name":"transfer","Arguments":{"amount":100000}}`},
+		{"prompts/get", "prompts/get", `{"name":"greeting","Name":"admin_greeting"}`},
+		{"URI", "resources/read", `{"uri":"file:///etc/motd","URI":"file:///etc/shadow"}`},
+		{"dotless i", "resources/read", `{"uri":"file:///etc/motd","ur\u0131":"file:///etc/shadow"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sealer.RequestDigest(tc.method, []byte(tc.params)); !errors.Is(err, sealer.ErrArgument) {
+				t.Fatalf("got %v, want ErrArgument", err)
+			}
+		})
+	}
+	// Members that no case-insensitive binder takes for a salient one are
+	// still ignored.
+	want := mustDigest(t, "tools/call", transfer)
+	for _, params := range []string{
+		`{"name":"transfer","arguments":{"amount":1},"names":"x","argument":{},"uri":"u","URI":"v"}`,
+		`{"name":"transfer","arguments":{"amount":1},"_meta":{"NAME":"x","Arguments":{}}}`,
+	} {
+		if got := mustDigest(t, "tools/call", params); got != want {
+			t.Errorf("%s: got %v, want %v", params, got, want)
+		}
+	}
+	if got, want := mustDigest(t, "resources/read", `{"uri":"u","Arguments":{},"NAME":"x"}`), mustDigest(t, "resources/read", `{"uri":"u"}`); got != want {
+		t.Errorf("resources/read with Arguments and NAME: got %v, want %v", got, want)
+	}
+}
+
+// nested returns arguments nested levels deep: an object, then arrays.
+func nested(levels int) string {
+	return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
+}
+
+// wide returns arguments of n values (n >= 2): an object, an array, zeros.
+func wide(n int) string {
+	return `{"a":[` + strings.TrimSuffix(strings.Repeat("0,", n-2), ",") + `]}`
+}
+
+// members returns arguments of n members (n+1 values), with short names.
+func members(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%s":0`, strconv.FormatInt(int64(i), 36))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// everyKind is arguments of MaxValues-2 values of every kind, but for its
+// closing "]}": an object, an array, and in it true, false, null, a string,
+// a number and an empty object, repeated.
+var everyKind = `{"a":[` + strings.Repeat(`true,false,null,"s",1.5,{},`, (sealer.MaxValues-4)/6)
+
+func TestRequestDigest_Limits(t *testing.T) {
+	tests := []struct {
+		name, args string
+		ok         bool
+	}{
+		{"64 levels", nested(sealer.MaxDepth), true},
+		{"65 levels", nested(sealer.MaxDepth + 1), false},
+		{"64 levels of objects", strings.Repeat(`{"a":`, sealer.MaxDepth-1) + `{}` + strings.Repeat(`}`, sealer.MaxDepth-1), true},
+		{"65 levels of objects", strings.Repeat(`{"a":`, sealer.MaxDepth) + `{}` + strings.Repeat(`}`, sealer.MaxDepth), false},
+		{"64 levels, scalar at the bottom", `{"a":` + strings.Repeat("[", sealer.MaxDepth-1) + `"s"` + strings.Repeat("]", sealer.MaxDepth-1) + `}`, true},
+		{"10000 levels", nested(10000), false},
+		{"100,000 values", wide(sealer.MaxValues), true},
+		{"100,001 values", wide(sealer.MaxValues + 1), false},
+		{"99,999 members", members(sealer.MaxValues - 1), true},
+		{"100,000 members", members(sealer.MaxValues), false},
+		{"100,000 values of every kind", everyKind + `[0]]}`, true},
+		{"100,001 values of every kind", everyKind + `"t",[0]]}`, false},
+		{"100,000 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, sealer.MaxValues-3) + `"\\"]}`, true},
+		{"100,001 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, sealer.MaxValues-2) + `"\\"]}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// As received, spaced out, and as the canonical arguments of
+			// DigestCanonical: one verdict.
+			params := `{"name":"x", "arguments" :` + strings.ReplaceAll(tc.args, ",", ", ") + "}"
+			if len(params) > sealer.MaxParams {
+				params = `{"name":"x","arguments":` + tc.args + "}"
+			}
+			canon, err := jcs.Transform([]byte(tc.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, errRaw := sealer.RequestDigest("tools/call", []byte(params))
+			_, errCanon := sealer.DigestCanonical("tools/call", "x", canon)
+			for _, err := range []error{errRaw, errCanon} {
+				if tc.ok && err != nil || !tc.ok && !errors.Is(err, sealer.ErrArgument) {
+					t.Fatalf("RequestDigest %v, DigestCanonical %v; want ok %v", errRaw, errCanon, tc.ok)
+				}
+			}
+		})
+	}
+	// The limits are the arguments': other members and resources/read are
+	// as before.
+	for _, tc := range []struct{ method, params string }{
+		{"tools/call", `{"name":"x","_meta":` + nested(1000) + `}`},
+		{"tools/call", `{"name":"x","_meta":` + wide(2*sealer.MaxValues) + `}`},
+		{"resources/read", `{"uri":"x","arguments":` + nested(1000) + `}`},
+	} {
+		if _, err := sealer.RequestDigest(tc.method, []byte(tc.params)); err != nil {
+			t.Errorf("%s %.60s: %v", tc.method, tc.params, err)
+		}
+	}
+}
+
+// Arguments beyond the limits are refused before they are parsed: in about
+// as many allocations as a small request takes, where parsing 1 MiB of them
+// takes hundreds of thousands.
+func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
+	for name, params := range map[string]string{
+		"wide":         `{"name":"x","arguments":` + wide(500_000) + `}`,
+		"deep":         `{"name":"x","arguments":` + nested(10_000) + `}`,
+		"escaped name": `{"name":"x","argument\u0073":` + wide(500_000) + `}`,
+		"spaced":       "{ \"name\" : \"x\" ,\n\t\"arguments\" :\n" + strings.ReplaceAll(wide(200_000), ",", " , ") + "\n}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if len(params) > sealer.MaxParams {
+				t.Fatalf("params of %d bytes; the test wants them under MaxParams", len(params))
+			}
+			allocs := testing.AllocsPerRun(3, func() {
+				if _, err := sealer.RequestDigest("tools/call", []byte(params)); !errors.Is(err, sealer.ErrArgument) {
+					t.Fatalf("got %v, want ErrArgument", err)
+				}
+			})
+			if allocs > 10 {
+				t.Errorf("%v allocations to refuse, want at most 10", allocs)
+			}
+		})
+	}
+}
+
+// viaCanonical is RequestDigest made of the public parts, as another caller
+// would assemble it: jcs, CheckParamName for every member, DigestCanonical.
+// It has no early check of the arguments as received.
+func viaCanonical(method string, params []byte) (sealer.Digest, error) {
+	names := sealer.SalientParams(method)
+	canon, err := jcs.Transform(params)
+	if names == nil || len(params) > sealer.MaxParams || err != nil || len(canon) == 0 || canon[0] != '{' {
+		return sealer.Digest{}, errors.New("refused")
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &members); err != nil {
+		return sealer.Digest{}, err
+	}
+	for name := range members {
+		if err := sealer.CheckParamName(method, name); err != nil {
+			return sealer.Digest{}, err
+		}
+	}
+	var target string
+	if err := json.Unmarshal(members[names[0]], &target); err != nil {
+		return sealer.Digest{}, err
+	}
+	var args []byte
+	if len(names) == 2 {
+		args = members[names[1]]
+	}
+	return sealer.DigestCanonical(method, target, args)
+}
+
+// FuzzRequestDigest_EarlyLimits holds RequestDigest, which checks the limits
+// on the arguments as received before parsing them, to viaCanonical, which
+// checks them on the canonical arguments only: one verdict, one digest.
+func FuzzRequestDigest_EarlyLimits(f *testing.F) {
+	for _, s := range []string{
+		transfer,
+		`{"name":"x","arguments":` + nested(sealer.MaxDepth) + `}`,
+		`{"name":"x","arguments":` + nested(sealer.MaxDepth+1) + `}`,
+		`{"name":"x", "arguments" : {"a" : [ 1 , "b" , true , null , { } ] } , "_meta" : [[[[[[]]]]]] }`,
+		`{"name":"x","argument\u0073":{"a":[1E2,-0.0e-1,"\"]"]},"Arguments":1}`,
+		`{"name":"x","arguments":{"id":9007199254740993}}`,
+		`{"uri":"u","arguments":[[[[]]]]}`,
+		`{"name":"x","arguments":{"a":"\\","b":{"c":"d\"e"}}}`,
+		`{"name":"x","arguments":{"a":1},"arguments":{"a":2}}`,
+		`{"name":"x","arguments":{`,
+	} {
+		for _, m := range []byte{0, 1, 2} {
+			f.Add(m, []byte(s))
+		}
+	}
+	methods := []string{"tools/call", "prompts/get", "resources/read"}
+	f.Fuzz(func(t *testing.T, m byte, params []byte) {
+		method := methods[int(m)%len(methods)]
+		got, err := sealer.RequestDigest(method, params)
+		want, wantErr := viaCanonical(method, params)
+		if (err != nil) != (wantErr != nil) || got != want {
+			t.Fatalf("%s %q: RequestDigest %v, %v; from the canonical parts %v, %v", method, params, got, err, want, wantErr)
+		}
+	})
+}
+
+// BenchmarkRequestDigest_4000Keys is the sort of member names by
+// github.com/gowebpki/jcs at its worst within MaxParams: 4,000 names of 250
+// bytes that differ only in their last bytes, out of order.
+func BenchmarkRequestDigest_4000Keys(b *testing.B) {
+	var params strings.Builder
+	params.WriteString(`{"name":"x","arguments":{`)
+	prefix := strings.Repeat("k", 242)
+	for i := range 4000 {
+		if i > 0 {
+			params.WriteByte(',')
+		}
+		fmt.Fprintf(&params, `"%s%08d":%d`, prefix, i*3989%4000, i) // 3989 is prime: a permutation
+	}
+	params.WriteString(`}}`)
+	b.SetBytes(int64(params.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sealer.RequestDigest("tools/call", []byte(params.String())); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

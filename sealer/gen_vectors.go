@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mcp-sealer/sealer/keys"
@@ -126,6 +127,17 @@ func main() {
 		{"tools/call", `{"name":"x","name":"y"}`},
 		{"tools/call", `{"name":"x","arguments":{"id":9007199254740993}}`},
 		{"tools/call", `{"name":"x","arguments":[]}`},
+		// Members named like a salient one in another case (CheckParamName).
+		{"tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer"}`},
+		{"tools/call", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
+		{"tools/call", `{"name":"transfer","arguments":{"amount":1},"argumentſ":{"amount":100000}}`},
+		{"prompts/get", `{"name":"greeting","Name":"admin"}`},
+		{"resources/read", `{"uri":"file:///etc/motd","URI":"file:///etc/shadow"}`},
+		{"resources/read", `{"uri":"file:///etc/motd","ur\u0131":"file:///etc/shadow"}`},
+		{"resources/read", `{"uri":"file:///etc/motd","Arguments":{},"NAME":"x"}`},
+		// Nesting: MaxDepth levels of arguments, then one more.
+		{"tools/call", `{"name":"x","arguments":` + nested(sealer.MaxDepth) + `}`},
+		{"tools/call", `{"name":"x","arguments":` + nested(sealer.MaxDepth+1) + `}`},
 	} {
 		v := digestVector{Method: d.method, Params: d.params}
 		if got, err := sealer.RequestDigest(d.method, []byte(d.params)); err == nil {
@@ -141,6 +153,11 @@ func main() {
 	}, "", "  ")
 	check(err)
 	check(os.WriteFile("testdata/vectors.json", append(out, '\n'), 0o644))
+}
+
+// nested returns arguments nested levels deep: an object, then arrays.
+func nested(levels int) string {
+	return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
 }
 
 func check(err error) {

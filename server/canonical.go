@@ -1,31 +1,34 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// maxDepth bounds the nesting of arguments, as protobuf decoding does.
-const maxDepth = 10000
-
 // errNotCanonical marks a value RFC 8785 cannot express.
 var errNotCanonical = errors.New("not representable in RFC 8785 JSON")
+
+// errLimit marks arguments beyond the limits of sealer.DigestCanonical; it is
+// returned wrapped in sealer.ErrArgument, as the JSON path returns it.
+var errLimit = errors.New("beyond the limits of the request digest")
 
 // bindingDigest returns the digest a request binds to: the caller's own, or
 // the MCP request digest of its method and params. It reads only the salient
 // members (a retry's _meta, inputResponses and requestState are ignored by
-// the digest anyway) and writes their RFC 8785 form straight from the
+// the digest anyway), after refusing members named like them in another case
+// (sealer.CheckParamName), and writes their RFC 8785 form straight from the
 // Struct, instead of encoding the Struct as JSON and canonicalizing that
 // text again; FuzzBindingDigest holds it to sealer.RequestDigest.
 func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
@@ -42,6 +45,11 @@ func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod
 	}
 	fields := b.GetParams().GetFields()
+	for name := range fields {
+		if err := sealer.CheckParamName(b.Method, name); err != nil {
+			return sealer.Digest{}, err
+		}
+	}
 	target, _ := fields[names[0]].GetKind().(*structpb.Value_StringValue)
 	if target == nil {
 		return sealer.DigestCanonical(b.Method, "", nil) // target missing or not a string
@@ -50,18 +58,37 @@ func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 	if len(names) == 2 {
 		if v, ok := fields[names[1]]; ok {
 			var err error
-			if args, err = appendCanonical(nil, v, 0); err != nil {
-				return sealer.Digest{}, fmt.Errorf("%w: params.%s: %v", errBadRequest, names[1], err)
+			// The Struct's wire size is about the size of its text.
+			if args, err = appendCanonical(make([]byte, 0, proto.Size(v)), v, 0, new(int)); err != nil {
+				wrap := errBadRequest
+				if errors.Is(err, errLimit) {
+					wrap = sealer.ErrArgument
+				}
+				return sealer.Digest{}, fmt.Errorf("%w: params.%s: %v", wrap, names[1], err)
 			}
 		}
 	}
 	return sealer.DigestCanonical(b.Method, target.StringValue, args)
 }
 
-// appendCanonical appends the RFC 8785 form of v to dst.
-func appendCanonical(dst []byte, v *structpb.Value, depth int) ([]byte, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("%w: nested deeper than %d", errNotCanonical, maxDepth)
+// appendCanonical appends the RFC 8785 form of v, found depth levels deep in
+// the arguments, to dst, and adds the values it holds to *values. It refuses
+// arguments beyond the limits sealer.DigestCanonical enforces
+// (sealer.MaxDepth levels, sealer.MaxValues values) as soon as it meets a
+// container that goes beyond them, before it sorts or writes its members.
+func appendCanonical(dst []byte, v *structpb.Value, depth int, values *int) ([]byte, error) {
+	if *values++; *values > sealer.MaxValues {
+		return nil, errTooMany
+	}
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_ListValue:
+		if err := checkContainer(depth, *values+len(k.ListValue.GetValues())); err != nil {
+			return nil, err
+		}
+	case *structpb.Value_StructValue:
+		if err := checkContainer(depth, *values+len(k.StructValue.GetFields())); err != nil {
+			return nil, err
+		}
 	}
 	switch k := v.GetKind().(type) {
 	case nil, *structpb.Value_NullValue:
@@ -86,7 +113,7 @@ func appendCanonical(dst []byte, v *structpb.Value, depth int) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendCanonical(dst, e, depth+1); err != nil {
+			if dst, err = appendCanonical(dst, e, depth+1, values); err != nil {
 				return nil, err
 			}
 		}
@@ -95,12 +122,12 @@ func appendCanonical(dst []byte, v *structpb.Value, depth int) ([]byte, error) {
 		fields := k.StructValue.GetFields()
 		names := make([]string, 0, len(fields))
 		for name := range fields {
+			if !utf8.ValidString(name) {
+				return nil, fmt.Errorf("%w: invalid UTF-8", errNotCanonical)
+			}
 			names = append(names, name)
 		}
-		// RFC 8785 orders members by their names' UTF-16 code units.
-		slices.SortFunc(names, func(a, b string) int {
-			return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
-		})
+		slices.SortFunc(names, compareUTF16)
 		dst = append(dst, '{')
 		for i, name := range names {
 			if i > 0 {
@@ -111,7 +138,7 @@ func appendCanonical(dst []byte, v *structpb.Value, depth int) ([]byte, error) {
 				return nil, err
 			}
 			dst = append(dst, ':')
-			if dst, err = appendCanonical(dst, fields[name], depth+1); err != nil {
+			if dst, err = appendCanonical(dst, fields[name], depth+1, values); err != nil {
 				return nil, err
 			}
 		}
@@ -120,16 +147,76 @@ func appendCanonical(dst []byte, v *structpb.Value, depth int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: unknown value kind", errNotCanonical)
 }
 
+// errTooMany is returned for arguments of more than sealer.MaxValues values.
+var errTooMany = fmt.Errorf("%w: more than %d values", errLimit, sealer.MaxValues)
+
+// checkContainer refuses an object or array found depth levels deep in the
+// arguments, whose members or elements will make at least values values.
+func checkContainer(depth, values int) error {
+	switch {
+	case depth >= sealer.MaxDepth:
+		return fmt.Errorf("%w: nested deeper than %d levels", errLimit, sealer.MaxDepth)
+	case values > sealer.MaxValues:
+		return errTooMany
+	}
+	return nil
+}
+
+// compareUTF16 orders a and b, valid UTF-8, by their UTF-16 code units, as
+// RFC 8785 orders member names, without converting them: past their common
+// prefix, the first runes that differ decide (utf16Order), and a prefix comes
+// before the longer string.
+func compareUTF16(a, b string) int {
+	n, i := min(len(a), len(b)), 0
+	for i+32 <= n && a[i:i+32] == b[i:i+32] {
+		i += 32 // long common prefixes, as in an attacker's names, at memequal speed
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return cmp.Compare(len(a), len(b))
+	}
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i-- // back to the first byte of the rune that differs
+	}
+	ra, _ := utf8.DecodeRuneInString(a[i:])
+	rb, _ := utf8.DecodeRuneInString(b[i:])
+	return cmp.Compare(utf16Order(ra), utf16Order(rb))
+}
+
+// utf16Order maps r to a number that orders runes as their UTF-16 code units
+// do. A rune past U+FFFF is a surrogate pair whose first unit, 0xD800 to
+// 0xDBFF, sorts above U+0000 to U+D7FF and below U+E000 to U+FFFF, and whose
+// units order such runes among themselves as their values do; so those runes
+// map into 0xD800 to 0x10D7FF, and U+E000 to U+FFFF above that.
+func utf16Order(r rune) rune {
+	switch {
+	case r < 0xD800:
+		return r
+	case r >= 0x10000:
+		return r - 0x10000 + 0xD800
+	}
+	return r + 0x100000
+}
+
 // appendString appends s as an RFC 8785 string: the two-character escapes
 // for quote, backslash, \b \f \n \r \t, \u00xx for other control characters,
-// every other character as it is.
+// every other character as it is, in runs.
 func appendString(dst []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
 		return nil, fmt.Errorf("%w: invalid UTF-8", errNotCanonical)
 	}
 	dst = append(dst, '"')
+	run := 0 // start of the bytes not yet appended
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[run:i]...)
+		run = i + 1
+		switch c {
 		case '"', '\\':
 			dst = append(dst, '\\', c)
 		case '\b':
@@ -143,12 +230,9 @@ func appendString(dst []byte, s string) ([]byte, error) {
 		case '\t':
 			dst = append(dst, '\\', 't')
 		default:
-			if c < 0x20 {
-				dst = append(dst, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-			} else {
-				dst = append(dst, c)
-			}
+			dst = append(dst, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
 		}
 	}
+	dst = append(dst, s[run:]...)
 	return append(dst, '"'), nil
 }

@@ -1,7 +1,15 @@
 package server
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -10,10 +18,16 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// viaJSON is the reference path: the salient members encoded as JSON text,
-// then sealer.RequestDigest (RFC 8785 by github.com/gowebpki/jcs).
+// viaJSON is the reference path: the params encoded as JSON text, then
+// sealer.RequestDigest (RFC 8785 by github.com/gowebpki/jcs). Members other
+// than the salient ones keep their names, which RequestDigest checks, but
+// not their values, which it ignores: their size would count against
+// sealer.MaxParams, which binds the JSON path only.
 func viaJSON(method string, params *structpb.Struct) (sealer.Digest, error) {
 	salient := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for name := range params.GetFields() {
+		salient.Fields[name] = structpb.NewNullValue()
+	}
 	for _, name := range sealer.SalientParams(method) {
 		if v, ok := params.GetFields()[name]; ok {
 			salient.Fields[name] = v
@@ -39,6 +53,11 @@ func FuzzBindingDigest(f *testing.F) {
 		`{"name":"","arguments":{}}`,
 		`{"name":7}`,
 		`{"name":"x","arguments":null}`,
+		`{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`,
+		`{"name":"x","NAME":"y","argument\u017f":{}}`,
+		`{"uri":"file:///x","URI":"file:///y","Arguments":{}}`,
+		`{"name":"x","arguments":` + nested(sealer.MaxDepth) + `}`,
+		`{"name":"x","arguments":` + nested(sealer.MaxDepth+1) + `}`,
 	} {
 		for _, m := range []byte{0, 1, 2, 3} {
 			f.Add(m, []byte(s))
@@ -57,4 +76,149 @@ func FuzzBindingDigest(f *testing.F) {
 			t.Fatalf("%s %s: Struct path %v, %v; JSON path %v, %v", method, params, got, err, want, wantErr)
 		}
 	})
+}
+
+// BenchmarkBindingDigest_8000Keys is the sort of member names at its worst:
+// 8,000 names of 250 bytes that differ only in their last bytes.
+func BenchmarkBindingDigest_8000Keys(b *testing.B) {
+	args := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	prefix := strings.Repeat("k", 242)
+	for i := range 8000 {
+		args.Fields[fmt.Sprintf("%s%08d", prefix, i)] = structpb.NewNumberValue(float64(i))
+	}
+	bind := &sealerv1.Binding{Method: "tools/call", Params: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"name": structpb.NewStringValue("x"), "arguments": structpb.NewStructValue(args)}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := bindingDigest(bind); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// nested returns arguments nested levels deep: an object, then arrays.
+func nested(levels int) string {
+	return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
+}
+
+func TestCompareUTF16(t *testing.T) {
+	// Runes at the edges of the ranges UTF-16 orders differently from
+	// UTF-8: below the surrogates, above them, and past U+FFFF.
+	alphabet := []rune{0, 'a', 'b', 0x7f, 0x80, 0xe9, 0x7ff, 0x800, 0xd7ff, 0xe000, 0xff61, 0xfffd, 0xffff,
+		0x10000, 0x1f600, 0x1f601, 0x1f642, 0x103ff, 0x10400, 0x10ffff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	gen := func() string {
+		r := make([]rune, rng.IntN(6))
+		for i := range r {
+			if rng.IntN(4) == 0 {
+				r[i] = rng.Int32N(0x110000)
+				if r[i] >= 0xd800 && r[i] < 0xe000 {
+					r[i] -= 0x800 // surrogates are not runes
+				}
+			} else {
+				r[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+		}
+		return string(r)
+	}
+	reference := func(a, b string) int {
+		return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+	}
+	for range 200_000 {
+		a := gen()
+		b := gen()
+		switch rng.IntN(4) {
+		case 0:
+			b = a + b // a prefix
+		case 1:
+			b = a // equal
+		case 2:
+			b = strings.Repeat("x", 40) + a + b // past a 32-byte chunk
+			a = strings.Repeat("x", 40) + a
+		}
+		if got, want := compareUTF16(a, b), reference(a, b); cmp.Compare(got, 0) != cmp.Compare(want, 0) {
+			t.Fatalf("compareUTF16(%+q, %+q) = %d, want the sign of %d", a, b, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { compareUTF16("\U0001f600", "\uff61") }); n != 0 {
+		t.Errorf("%v allocations per comparison, want 0", n)
+	}
+}
+
+func structOf(t *testing.T, params string) *structpb.Struct {
+	t.Helper()
+	var st structpb.Struct
+	if err := protojson.Unmarshal([]byte(params), &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
+	for _, tc := range []struct{ name, method, params string }{
+		{"Arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
+		{"NAME", "tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer"}`},
+		{"long s", "tools/call", `{"name":"transfer","arguments":{"amount":1},"argument\u017f":{"amount":100000}}`},
+		{"prompts/get", "prompts/get", `{"name":"greeting","Name":"admin"}`},
+		{"URI", "resources/read", `{"uri":"file:///etc/motd","URI":"file:///etc/shadow"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bindingDigest(&sealerv1.Binding{Method: tc.method, Params: structOf(t, tc.params)})
+			if !errors.Is(err, sealer.ErrArgument) {
+				t.Fatalf("got %v, want ErrArgument", err)
+			}
+		})
+	}
+}
+
+func TestBindingDigest_Limits(t *testing.T) {
+	wide := func(n int) *structpb.Value { // n values: an object, a list, zeros
+		list := make([]*structpb.Value, n-2)
+		for i := range list {
+			list[i] = structpb.NewNumberValue(0)
+		}
+		return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewListValue(&structpb.ListValue{Values: list})}})
+	}
+	members := func(n int) *structpb.Value { // n+1 values: an object, zeros
+		fields := make(map[string]*structpb.Value, n)
+		for i := range n {
+			fields[strconv.FormatInt(int64(i), 36)] = structpb.NewNumberValue(0)
+		}
+		return structpb.NewStructValue(&structpb.Struct{Fields: fields})
+	}
+	deep := func(levels int) *structpb.Value { // an object, then lists
+		v := structpb.NewListValue(&structpb.ListValue{})
+		for range levels - 2 {
+			v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+		}
+		return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"a": v}})
+	}
+	for _, tc := range []struct {
+		name string
+		args *structpb.Value
+		ok   bool
+	}{
+		{"64 levels", deep(sealer.MaxDepth), true},
+		{"65 levels", deep(sealer.MaxDepth + 1), false},
+		{"100,000 levels", deep(100_000), false},
+		{"100,000 values", wide(sealer.MaxValues), true},
+		{"100,001 values", wide(sealer.MaxValues + 1), false},
+		{"99,999 members", members(sealer.MaxValues - 1), true},
+		{"100,000 members", members(sealer.MaxValues), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("x"), "arguments": tc.args}}
+			_, err := bindingDigest(&sealerv1.Binding{Method: "tools/call", Params: params})
+			if tc.ok && err != nil || !tc.ok && !errors.Is(err, sealer.ErrArgument) {
+				t.Fatalf("got %v, want ok %v", err, tc.ok)
+			}
+			if tc.name == "100,000 levels" {
+				return // beyond what protojson encodes; appendCanonical must stop at 65
+			}
+			_, errJSON := viaJSON("tools/call", params)
+			if (err == nil) != (errJSON == nil) {
+				t.Fatalf("Struct path %v, JSON path %v", err, errJSON)
+			}
+		})
+	}
 }
