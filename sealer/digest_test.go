@@ -339,9 +339,9 @@ func TestRequestDigest_Limits(t *testing.T) {
 	}
 }
 
-// Arguments beyond the limits are refused before they are parsed: in about
-// as many allocations as a small request takes, where parsing 1 MiB of them
-// takes hundreds of thousands.
+// Arguments beyond the limits are refused before they are parsed: in a
+// handful of allocations, where parsing 1 MiB of them takes hundreds of
+// thousands.
 func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
 	for name, params := range map[string]string{
 		"wide":         `{"name":"x","arguments":` + wide(500_000) + `}`,
@@ -358,8 +358,8 @@ func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
 					t.Fatalf("got %v, want ErrArgument", err)
 				}
 			})
-			if allocs > 10 {
-				t.Errorf("%v allocations to refuse, want at most 10", allocs)
+			if allocs > 100 { // a few under -race and coverage, against 10^5 to parse
+				t.Errorf("%v allocations to refuse, want at most 100", allocs)
 			}
 		})
 	}
