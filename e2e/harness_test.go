@@ -29,9 +29,9 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
-// binary is the sealer, mcpBinary the example MCP server, built once for all
-// tests.
-var binary, mcpBinary string
+// binary is the sealer, mcpBinary the example MCP server, echoBinary the
+// benchmarks' echo floor, built once for all tests.
+var binary, mcpBinary, echoBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sealer-e2e-")
@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary, mcpBinary = filepath.Join(dir, "sealer"), filepath.Join(dir, "mcpserver")
-	for out, pkg := range map[string]string{binary: "../cmd/sealer", mcpBinary: "../examples/mcpserver"} {
+	binary, mcpBinary, echoBinary = filepath.Join(dir, "sealer"), filepath.Join(dir, "mcpserver"), filepath.Join(dir, "sealer-echo")
+	for out, pkg := range map[string]string{binary: "../cmd/sealer", mcpBinary: "../examples/mcpserver", echoBinary: "../cmd/sealer-echo"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

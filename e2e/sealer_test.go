@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -380,4 +382,61 @@ func TestSealer_OverloadIsRefusedAtOnce(t *testing.T) {
 		t.Fatalf("200 one-time opens at once with 2 slots: got %v; want OK and RESOURCE_EXHAUSTED only", reasons)
 	}
 	mustSeal(t, a, sealBody("alice", weatherParams, "x", ""))
+}
+
+// listeningPorts returns the TCP ports a process listens on, from its
+// socket descriptors and /proc/net/tcp{,6}.
+func listeningPorts(t *testing.T, pid int) []int {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	var ports []int
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			port, _ := strconv.ParseInt(hexPort, 16, 32)
+			ports = append(ports, int(port))
+		}
+	}
+	return ports
+}
+
+// TestSealer_ListensOnlyWhereConfigured: REST is served in process; the
+// sealer opens no listener but its gRPC and HTTP ports (no internal
+// gateway port a local user could reach).
+func TestSealer_ListensOnlyWhereConfigured(t *testing.T) {
+	p := start(t, t.TempDir())
+	mustSeal(t, newREST(p), sealBody("alice", weatherParams, "x", ""))
+	want := map[int]bool{}
+	for _, addr := range []string{p.GRPC, p.HTTP} {
+		_, port, _ := strings.Cut(addr, ":")
+		n, _ := strconv.Atoi(port)
+		want[n] = true
+	}
+	got := listeningPorts(t, p.cmd.Process.Pid)
+	if len(got) != len(want) {
+		t.Fatalf("listening on %v, want only the gRPC and HTTP ports %v", got, want)
+	}
+	for _, port := range got {
+		if !want[port] {
+			t.Fatalf("listening on %v, want only the gRPC and HTTP ports %v", got, want)
+		}
+	}
 }

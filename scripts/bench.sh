@@ -4,8 +4,9 @@
 # Redis and sealers on loopback ports, runs cmd/sealer-load, and writes the
 # tables, timelines and the soak plot into bench-results/<time>/.
 #
-#   scripts/bench.sh            everything (about 27 minutes)
+#   scripts/bench.sh            everything (about 35 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
+#   ONLY=side-by-side scripts/bench.sh   section 1 alone (about 9 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -17,7 +18,7 @@ apt_install redis-server redis-server
 apt_install gnuplot gnuplot-nox
 apt_install openssl openssl
 ensure_vault >/dev/null
-go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load
+go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load ./cmd/sealer-echo
 sealer="$out/bin/sealer"
 load="$out/bin/sealer-load"
 pids=()
@@ -78,10 +79,25 @@ pids+=("$REDIS_PID")
 until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.1; done
 vault_keys=(--keys vault-transit --vault-transit-key sealer --key-poll 1s --key-activation 3s)
 
-# --- 1. Side by side: sealer, Vault Transit, the gRPC floor ----------------
-step "side by side: Seal+Open, Vault Transit encrypt+decrypt, health Check (plaintext)"
+# --- 1. Side by side: sealer, its echo floors, Vault Transit ---------------
+# Each path beside its floor, the same API doing no work (cmd/sealer-echo):
+# a gRPC sealer.v1.Sealer answering prebuilt responses, and a net/http
+# server decoding the same JSON with encoding/json. Ops take turns, 3 runs
+# each, the median reported; the second table is each path's share of its
+# floor.
+step "side by side: Seal+Open over gRPC and REST beside their echo floors, Vault Transit, health Check (plaintext)"
 start_sealer plain "${vault_keys[@]}"
-"$load" -targets "$plain_GRPC" -c 1,16,64 -d 8s -warmup 2s -repeat 3 -ops seal-open,vault-transit,health | tee "$out/side-by-side.md"
+ECHO_GRPC=127.0.0.1:$(free_port) ECHO_HTTP=127.0.0.1:$(free_port)
+"$out/bin/sealer-echo" -grpc-addr "$ECHO_GRPC" -http-addr "$ECHO_HTTP" 2>"$out/echo.log" &
+ECHO_PID=$!
+pids+=("$ECHO_PID")
+until grep -q listening "$out/echo.log"; do sleep 0.1; done
+"$load" -targets "$plain_GRPC" -http-targets "$plain_HTTP" -echo-grpc "$ECHO_GRPC" -echo-http "$ECHO_HTTP" \
+  -c 1,16,64 -d 8s -warmup 2s -repeat 3 \
+  -ops seal-open,seal-open@echo,seal-open-params,seal-open-params@echo,rest-seal-open,rest-seal-open@echo,vault-transit,health |
+  tee "$out/side-by-side.md"
+kill "$ECHO_PID"
+[ "${ONLY:-}" = side-by-side ] && { echo "results in $out"; exit 0; }
 
 step "the same over TLS with a bearer token"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \

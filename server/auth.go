@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"crypto/x509"
 	"encoding/asn1"
 	"errors"
@@ -13,15 +12,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-)
-
-// Metadata the gateway adds to the calls it forwards: the tenant the HTTP
-// front door authenticated, vouched for by the process's gateway secret.
-// Callers cannot set them: the gateway forwards no header but Authorization,
-// and a call without the secret is judged by its own credentials.
-const (
-	mdGatewaySecret = "x-sealer-gateway"
-	mdTenant        = "x-sealer-tenant"
 )
 
 // errUnauthenticated marks a caller without valid credentials.
@@ -41,21 +31,13 @@ func tenantOf(ctx context.Context) *tenant {
 type authenticator struct {
 	tenants   atomic.Pointer[tenants]
 	clientCAs func() *x509.CertPool // nil: client certificates are not accepted
-	secret    string                // the gateway's secret, per process
 }
 
-// fromGRPC authenticates a gRPC call from its metadata and TLS peer, or, for
-// a call the gateway forwards, takes the tenant the HTTP front door found.
+// fromGRPC authenticates a gRPC call from its metadata and TLS peer.
 func (a *authenticator) fromGRPC(ctx context.Context, md metadata.MD) (*tenant, error) {
 	ts := a.tenants.Load()
 	if ts.implicit != nil {
 		return ts.implicit, nil
-	}
-	if s := md.Get(mdGatewaySecret); len(s) == 1 && subtle.ConstantTimeCompare([]byte(s[0]), []byte(a.secret)) == 1 {
-		if name := md.Get(mdTenant); len(name) == 1 && ts.all[name[0]] != nil {
-			return ts.all[name[0]], nil
-		}
-		return nil, unauthenticated("tenant no longer configured")
 	}
 	var chain []*x509.Certificate
 	if p, ok := peer.FromContext(ctx); ok {
@@ -231,18 +213,3 @@ type authError struct{ why string }
 
 func (e *authError) Error() string        { return "sealer: unauthenticated: " + e.why }
 func (e *authError) Is(target error) bool { return target == errUnauthenticated }
-
-// gatewayMetadata passes the tenant the HTTP front door authenticated on to
-// the gRPC service, with the gateway's secret.
-func (a *authenticator) gatewayMetadata(_ context.Context, r *http.Request) metadata.MD {
-	md := metadata.Pairs(mdGatewaySecret, a.secret)
-	if t := tenantOf(r.Context()); t != nil {
-		md.Append(mdTenant, t.name)
-	}
-	return md
-}
-
-// gatewayHeader forwards no HTTP header to gRPC metadata (the gateway
-// passes Authorization on by itself), so that no caller can smuggle the
-// gateway's own metadata in with Grpc-Metadata-* headers.
-func gatewayHeader(string) (string, bool) { return "", false }

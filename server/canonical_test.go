@@ -80,6 +80,22 @@ func FuzzBindingDigest(f *testing.F) {
 
 // BenchmarkBindingDigest_8000Keys is the sort of member names at its worst:
 // 8,000 names of 250 bytes that differ only in their last bytes.
+// BenchmarkBindingDigest_ToolCall is the digest of an ordinary tools/call,
+// computed on every Seal and Open that sends params.
+func BenchmarkBindingDigest_ToolCall(b *testing.B) {
+	params := &structpb.Struct{}
+	if err := params.UnmarshalJSON([]byte(`{"name":"get_weather","arguments":{"location":"New York"}}`)); err != nil {
+		b.Fatal(err)
+	}
+	bind := &sealerv1.Binding{Method: "tools/call", Params: params}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := bindingDigest(bind); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkBindingDigest_8000Keys(b *testing.B) {
 	args := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	prefix := strings.Repeat("k", 242)

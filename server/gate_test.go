@@ -166,7 +166,7 @@ func tenantsService(t *testing.T, l consumer) (*service, *syncBuffer) {
 	}
 	s.auth.tenants.Store(ts)
 	audit := &syncBuffer{}
-	s.auditLog = slog.New(slog.NewJSONHandler(audit, nil))
+	s.audit = &auditor{log: slog.New(slog.NewJSONHandler(audit, nil))}
 	return s, audit
 }
 

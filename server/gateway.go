@@ -7,10 +7,8 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
@@ -28,20 +26,17 @@ const (
 )
 
 // httpHandler serves the REST gateway on /v1/, metrics, and health. The
-// gateway reaches the service through conn, a client of the gRPC server, so
-// REST callers pass through the same interceptors as gRPC callers.
-func (s *service) httpHandler(ctx context.Context, conn *grpc.ClientConn, ready func(context.Context) error) (http.Handler, error) {
-	marshaler := &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
-		MarshalOptions:   protojson.MarshalOptions{EmitUnpopulated: true},
-		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-	}}
+// generated gateway runs in process over restService: each REST call is
+// authenticated by gateHTTP before its body is read, then passes the same
+// gate as a gRPC call, with no loopback hop.
+func (s *service) httpHandler(ctx context.Context, ready func(context.Context) error) (http.Handler, error) {
+	marshaler := newRESTJSON()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
-		runtime.WithMetadata(s.auth.gatewayMetadata),
 	)
-	if err := sealerv1.RegisterSealerHandler(ctx, gw, conn); err != nil {
+	if err := sealerv1.RegisterSealerHandlerServer(ctx, gw, restService{s: s}); err != nil {
 		return nil, err
 	}
 	writeErr := func(w http.ResponseWriter, r *http.Request, err error) {
@@ -82,3 +77,45 @@ func hasErrorInfo(st *status.Status) bool {
 	}
 	return false
 }
+
+// restService is the service as the in-process gateway calls it: every call
+// through the gate, as the gRPC interceptor sends its calls.
+type restService struct {
+	sealerv1.UnimplementedSealerServer
+	s *service
+}
+
+var (
+	sealMethod = sealerMethods + "Seal"
+	openMethod = sealerMethods + "Open"
+)
+
+// Seal implements sealerv1.SealerServer.
+func (r restService) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv1.SealResponse, error) {
+	resp, err := r.s.gate(ctx, sealMethod, req, r.seal)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*sealerv1.SealResponse), nil
+}
+
+// Open implements sealerv1.SealerServer.
+func (r restService) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv1.OpenResponse, error) {
+	resp, err := r.s.gate(ctx, openMethod, req, r.open)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*sealerv1.OpenResponse), nil
+}
+
+func (r restService) seal(ctx context.Context, req any) (any, error) {
+	return r.s.Seal(ctx, req.(*sealerv1.SealRequest))
+}
+
+func (r restService) open(ctx context.Context, req any) (any, error) {
+	return r.s.Open(ctx, req.(*sealerv1.OpenRequest))
+}
+
+// gatewayHeader turns no HTTP header into gRPC metadata: the service reads
+// none (the tenant comes from gateHTTP).
+func gatewayHeader(string) (string, bool) { return "", false }

@@ -2,19 +2,14 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // sealerMethods prefixes the methods the interceptor guards.
@@ -64,24 +59,29 @@ func (l *limiter) enter() (leave func(), err error) {
 	}
 }
 
-// unary is the one interceptor of every Seal and Open, for gRPC and REST
-// callers alike: the caller was authenticated by the front door (tap or
-// gateHTTP) before its message was read; here the server's and the tenant's
-// limits apply, errors become statuses, and metrics and the audit event are
-// recorded.
+// unary is the gRPC door's interceptor: the caller was authenticated by the
+// tap before its message was read (a server built without the tap
+// authenticates here), then the call passes the gate.
 func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !strings.HasPrefix(info.FullMethod, sealerMethods) {
 		return handler(ctx, req) // health: open to probes, no tenant
 	}
-	t := tenantOf(ctx)
-	if t == nil {
-		var err error
-		if t, err = s.grpcAuthenticate(ctx); err != nil {
+	if tenantOf(ctx) == nil {
+		t, err := s.grpcAuthenticate(ctx)
+		if err != nil {
 			return nil, s.refuse("grpc", err)
 		}
 		ctx = context.WithValue(ctx, tenantKey{}, t)
 	}
-	done := s.metrics.start(info.FullMethod)
+	return s.gate(ctx, info.FullMethod, req, handler)
+}
+
+// gate is the one gate of every Seal and Open, gRPC and REST alike, for a
+// caller its front door authenticated (the tenant is in ctx): the server's
+// and the tenant's limits, errors to statuses, metrics and the audit event.
+func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
+	t := tenantOf(ctx)
+	timer := s.metrics.start(method)
 	var resp any
 	err := s.admit()
 	if err == nil {
@@ -92,9 +92,9 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 			leave()
 		}
 	}
-	err, reason := toStatus(ctx, s.log, info.FullMethod, err)
-	done(reason)
-	s.audit(ctx, t, info.FullMethod, req, resp, reason)
+	err, reason := toStatus(ctx, s.log, method, err)
+	timer.done(reason)
+	s.audit.record(ctx, t, method, req, resp, reason)
 	return resp, err
 }
 
@@ -136,55 +136,4 @@ func (s *service) release() {
 
 func errBusy(limit int) error {
 	return fmt.Errorf("%w: server busy, more than %d calls in flight", errExhausted, limit)
-}
-
-// audit writes the event of one call: the tenant, a hash of the principal,
-// the state's public header, the outcome. Never the principal, the state or
-// the payload.
-func (s *service) audit(ctx context.Context, t *tenant, method string, req, resp any, reason string) {
-	if s.auditLog == nil || !s.auditLog.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
-	var principal, state string
-	switch r := req.(type) {
-	case *sealerv1.SealRequest:
-		principal = r.GetPrincipal()
-		if out, ok := resp.(*sealerv1.SealResponse); ok {
-			state = out.GetRequestState()
-		}
-	case *sealerv1.OpenRequest:
-		principal, state = r.GetPrincipal(), r.GetRequestState()
-	default:
-		return
-	}
-	tenantName := t.name
-	// Typed attributes: an event per call must not box its values.
-	attrs := [6]slog.Attr{
-		slog.String("method", method), slog.String("tenant", tenantName),
-		slog.String("principal_hash", principalHash(tenantName, principal)), slog.String("reason", reason),
-	}
-	n := 4
-	if h, err := sealer.Inspect(state); err == nil {
-		attrs[4], attrs[5] = slog.String("state_id", h.ID.String()), slog.Uint64("key_version", uint64(h.KeyVersion))
-		n = 6
-	}
-	// A record made here carries no caller PC: slog would walk the stack for
-	// one on every call (a fifth of the event's cost) and never print it.
-	r := slog.NewRecord(time.Now(), slog.LevelInfo, "audit", 0)
-	r.AddAttrs(attrs[:n]...)
-	s.auditLog.Handler().Handle(ctx, r)
-}
-
-// principalHash identifies a principal in the audit log without naming it.
-func principalHash(tenant, principal string) string {
-	if principal == "" {
-		return ""
-	}
-	h := sha256.New()
-	h.Write([]byte("mcp-sealer/v1 audit principal\x00"))
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(principal))
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
 }

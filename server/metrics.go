@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ type metrics struct {
 	swept     prometheus.Counter
 	// unauthenticated counts refused callers; they make no audit event.
 	unauthenticated *prometheus.CounterVec
+	series          sync.Map // the series of calls and latency in use, by method and reason
 }
 
 func newMetrics() *metrics {
@@ -95,11 +97,31 @@ func (m *metrics) watchKeys(r *keys.Refresher) {
 	)
 }
 
-// start times one call; the returned function records its outcome.
-func (m *metrics) start(method string) func(reason string) {
-	t := time.Now()
-	return func(reason string) {
-		m.latency.WithLabelValues(method).Observe(time.Since(t).Seconds())
-		m.calls.WithLabelValues(method, reason).Inc()
+// callTimer times one call of a method.
+type callTimer struct {
+	m      *metrics
+	method string
+	start  time.Time
+}
+
+// start times one call; done records its outcome.
+func (m *metrics) start(method string) callTimer {
+	return callTimer{m, method, time.Now()}
+}
+
+// done records the outcome of the call. The series of each method and
+// reason are looked up once, then kept: WithLabelValues hashes and checks
+// its labels on every call.
+func (c callTimer) done(reason string) {
+	type key struct{ method, reason string }
+	lat, ok := c.m.series.Load(key{c.method, ""})
+	if !ok {
+		lat, _ = c.m.series.LoadOrStore(key{c.method, ""}, c.m.latency.WithLabelValues(c.method))
 	}
+	lat.(prometheus.Observer).Observe(time.Since(c.start).Seconds())
+	n, ok := c.m.series.Load(key{c.method, reason})
+	if !ok {
+		n, _ = c.m.series.LoadOrStore(key{c.method, reason}, c.m.calls.WithLabelValues(c.method, reason))
+	}
+	n.(prometheus.Counter).Inc()
 }

@@ -1,10 +1,7 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,14 +10,12 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -59,13 +54,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	auditLog, closeAudit, err := openAudit(cfg.AuditLog, log)
+	audit, err := openAudit(cfg.AuditLog, log)
 	if err != nil {
 		return err
 	}
-	defer closeAudit()
+	defer audit.Close()
 
-	svc := &service{keys: ks, ledger: led, auth: auth, auditLog: auditLog, cfg: cfg, now: time.Now, log: log,
+	svc := &service{keys: ks, ledger: led, auth: auth, audit: audit, cfg: cfg, now: time.Now, log: log,
 		metrics: newMetrics(), refusals: newSampledLog("unauthenticated calls refused")}
 	if cfg.MaxInFlight > 0 {
 		svc.inFlight = make(chan struct{}, cfg.MaxInFlight)
@@ -82,15 +77,8 @@ func Run(ctx context.Context, cfg Config) error {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(tf.config())))
 	}
 	public, hs := svc.grpcServer(creds...)
-	internal, _ := svc.grpcServer()
-	conn, err := grpc.NewClient(ls.gateway.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxRequest)))
-	if err != nil {
-		return fmt.Errorf("gateway client: %v", err)
-	}
-	defer conn.Close()
 	notReady := newSampledLog("not ready: ledger unreachable")
-	hsrv, err := svc.httpServer(ctx, conn, tf, func(ctx context.Context) error {
+	hsrv, err := svc.httpServer(ctx, tf, func(ctx context.Context) error {
 		if ks.Ring() == nil {
 			return errors.New("no keys loaded yet")
 		}
@@ -106,7 +94,6 @@ func Run(ctx context.Context, cfg Config) error {
 
 	tasks := append([]func(context.Context) error{
 		func(context.Context) error { return public.Serve(ls.grpc) },
-		func(context.Context) error { return internal.Serve(ls.gateway) },
 		func(context.Context) error { return serveHTTP(hsrv, ls.http, tf != nil) },
 	}, ks.tasks...)
 	if b, ok := led.Ledger.(*ledger.Bolt); ok {
@@ -137,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		<-gctx.Done()
 		log.Info("draining", "grace", cfg.ShutdownGrace.String())
 		hs.Shutdown()
-		drain(hsrv, []*grpc.Server{public, internal}, cfg.ShutdownGrace, log)
+		drain(hsrv, public, cfg.ShutdownGrace, log)
 		return nil
 	})
 	err = g.Wait()
@@ -148,7 +135,6 @@ func Run(ctx context.Context, cfg Config) error {
 // listeners are the sockets of a sealer, all opened before anything serves.
 type listeners struct {
 	grpc, http net.Listener
-	gateway    net.Listener // the gateway's own way in: plaintext on loopback
 	pprof      net.Listener // nil unless configured
 	all        []net.Listener
 }
@@ -161,8 +147,7 @@ func listenAll(ctx context.Context, cfg Config) (*listeners, error) {
 		addr string
 		to   *net.Listener
 	}{
-		{"grpc", cfg.GRPCAddr, &ls.grpc}, {"http", cfg.HTTPAddr, &ls.http},
-		{"gateway", "127.0.0.1:0", &ls.gateway}, {"pprof", cfg.PprofAddr, &ls.pprof},
+		{"grpc", cfg.GRPCAddr, &ls.grpc}, {"http", cfg.HTTPAddr, &ls.http}, {"pprof", cfg.PprofAddr, &ls.pprof},
 	} {
 		if l.addr == "" {
 			continue
@@ -185,8 +170,8 @@ func (ls *listeners) close() {
 }
 
 // httpServer returns the HTTP server of the gateway, metrics and health.
-func (s *service) httpServer(ctx context.Context, conn *grpc.ClientConn, tf *tlsFiles, ready func(context.Context) error) (*http.Server, error) {
-	handler, err := s.httpHandler(ctx, conn, ready)
+func (s *service) httpServer(ctx context.Context, tf *tlsFiles, ready func(context.Context) error) (*http.Server, error) {
+	handler, err := s.httpHandler(ctx, ready)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %v", err)
 	}
@@ -259,9 +244,7 @@ func (s *service) grpcServer(opts ...grpc.ServerOption) (*grpc.Server, *health.S
 
 // newAuthenticator loads TLS files and tenants.
 func newAuthenticator(cfg Config, log *slog.Logger) (*authenticator, *tlsFiles, error) {
-	var secret [32]byte
-	rand.Read(secret[:])
-	auth := &authenticator{secret: hex.EncodeToString(secret[:])}
+	auth := &authenticator{}
 	var tf *tlsFiles
 	if cfg.TLSCert != "" {
 		var err error
@@ -305,75 +288,21 @@ func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *s
 	}
 }
 
-// openAudit returns the audit logger: the service log, or a JSON-lines file
-// written through a buffer flushed every 200 ms and on close, so that an event
-// costs no write of its own. A crash loses at most the last 200 ms.
-func openAudit(path string, log *slog.Logger) (*slog.Logger, func() error, error) {
-	if path == "" {
-		return log, func() error { return nil }, nil
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit log: %v", err)
-	}
-	w := &flushWriter{bw: bufio.NewWriterSize(f, 64<<10)}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				w.Flush()
-			}
-		}
-	}()
-	return slog.New(slog.NewJSONHandler(w, nil)), func() error {
-		close(stop)
-		<-done
-		return errors.Join(w.Flush(), f.Close())
-	}, nil
-}
-
-// flushWriter is a buffered writer safe for a writer and a flusher at once.
-type flushWriter struct {
-	mu sync.Mutex
-	bw *bufio.Writer
-}
-
-func (w *flushWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.bw.Write(p)
-}
-
-func (w *flushWriter) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.bw.Flush()
-}
-
-// drain stops the HTTP server first (REST calls need the gRPC server to
-// finish), then the gRPC server, each finishing in-flight calls within grace.
-func drain(hsrv *http.Server, servers []*grpc.Server, grace time.Duration, log *slog.Logger) {
+// drain stops the HTTP server, then the gRPC server, each finishing
+// in-flight calls within grace.
+func drain(hsrv *http.Server, gs *grpc.Server, grace time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := hsrv.Shutdown(ctx); err != nil {
 		log.Warn("http drain cut short", "cause", err.Error())
 		hsrv.Close()
 	}
-	for _, gs := range servers {
-		done := make(chan struct{})
-		go func() { gs.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			log.Warn("grpc drain cut short")
-			gs.Stop()
-		}
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		log.Warn("grpc drain cut short")
+		gs.Stop()
 	}
 }

@@ -41,7 +41,7 @@ type service struct {
 	keys     ringSource
 	ledger   consumer
 	auth     *authenticator
-	auditLog *slog.Logger  // nil: no audit
+	audit    *auditor      // nil: no audit
 	inFlight chan struct{} // admission slots; nil: unlimited
 	cfg      Config
 	now      func() time.Time

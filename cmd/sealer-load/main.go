@@ -5,12 +5,21 @@
 // Operations (-ops):
 //
 //	seal-open      a Seal, then an Open of the state it returned (on the next
-//	               target, when there are several: a cross-replica round trip)
+//	               target, when there are several: a cross-replica round trip),
+//	               through the Go client, which sends the request's digest
+//	seal-open-params  the same, sending the params as a Struct, as callers in
+//	               other languages do
+//	rest-seal-open the same over REST (-http-targets): JSON bodies with params,
+//	               net/http with keep-alive
 //	open           an Open of an ordinary state sealed before the clock started
 //	open-onetime   an Open of a one-time state sealed beforehand (consumed in the ledger)
 //	health         the gRPC health Check: the floor any gRPC service reaches here
 //	vault-transit  a Vault Transit encrypt, then decrypt, of the same payload
 //	               (VAULT_ADDR, VAULT_TOKEN, -vault-key)
+//
+// An op named with the suffix @echo runs against the echo floors instead
+// (-echo-grpc, -echo-http: cmd/sealer-echo, the same API doing no work), and
+// the table that follows the results gives each op's share of its floor.
 //
 // Closed loop by default: -c workers each run operations back to back. With
 // -rate, operations are offered at that rate whatever the replies (open
@@ -42,7 +51,6 @@ import (
 
 	vault "github.com/hashicorp/vault/api"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -58,6 +66,9 @@ type op func(ctx context.Context, i int) error
 
 type flags struct {
 	targets        []string
+	httpTargets    []string
+	echoGRPC       string
+	echoHTTP       string
 	levels         []int
 	dur, warmup    time.Duration
 	size, poolRate int
@@ -74,6 +85,9 @@ type flags struct {
 func main() {
 	var f flags
 	targets := flag.String("targets", "127.0.0.1:7443", "sealer gRPC addresses, comma separated")
+	httpTargets := flag.String("http-targets", "127.0.0.1:7080", "sealer HTTP addresses for rest-* ops, comma separated")
+	flag.StringVar(&f.echoGRPC, "echo-grpc", "127.0.0.1:7543", "gRPC address of the echo floor, for ops@echo")
+	flag.StringVar(&f.echoHTTP, "echo-http", "127.0.0.1:7580", "HTTP address of the echo floor, for rest-*@echo")
 	levels := flag.String("c", "1,16,64", "concurrency levels (closed loop) or in-flight caps (with -rate)")
 	ops := flag.String("ops", "seal-open,health", "operations, comma separated")
 	flag.DurationVar(&f.dur, "d", 10*time.Second, "measured duration per level")
@@ -95,7 +109,7 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	f.targets, f.ops = strings.Split(*targets, ","), strings.Split(*ops, ",")
+	f.targets, f.httpTargets, f.ops = strings.Split(*targets, ","), strings.Split(*httpTargets, ","), strings.Split(*ops, ",")
 	for _, l := range strings.Split(*levels, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(l))
 		if err != nil || n < 1 {
@@ -132,45 +146,19 @@ func run(f flags) error {
 		roots.AppendCertsFromPEM(pem)
 		creds = credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
 	}
-	// Several connections per target, so that 64 workers do not share one.
-	var conns [][]*grpc.ClientConn
-	for _, t := range f.targets {
-		var cs []*grpc.ClientConn
-		for range max(f.conns, 1) {
-			c, err := grpc.NewClient(t, grpc.WithTransportCredentials(creds))
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			cs = append(cs, c)
-		}
-		conns = append(conns, cs)
+	sealers, err := dial(f.targets, f.conns, creds)
+	if err != nil {
+		return err
 	}
-	conn := func(i int) *grpc.ClientConn { t := i % len(conns); return conns[t][(i/len(conns))%len(conns[t])] }
-	clients := map[*grpc.ClientConn]*client.Client{}
-	for _, cs := range conns {
-		for _, c := range cs {
-			clients[c] = client.New(c)
-		}
-	}
+	defer sealers.close()
+	var echoes *targets
 	auth := func(ctx context.Context) context.Context {
 		if f.token == "" {
 			return ctx
 		}
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
 	}
-	// Sealed and opened as a Go MCP server does, through the client package,
-	// which computes the binding's digest from the params on every call.
-	binding := client.Binding{Method: "tools/call", Params: map[string]any{"name": "get_weather", "arguments": map[string]any{"location": "New York"}}}
 	payload := make([]byte, f.size)
-	seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
-		st, _, err := clients[conn(i)].Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: binding, Payload: payload, OneTime: oneTime})
-		return st, err
-	}
-	open := func(ctx context.Context, i int, state string) error {
-		_, err := clients[conn(i)].Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: binding})
-		return err
-	}
 	// retrying runs o on target i, then on the following targets while they
 	// are unavailable (a replica killed or draining).
 	retrying := func(o op) op {
@@ -190,9 +178,27 @@ func run(f flags) error {
 
 	// build returns the operation called name and its label in the table.
 	build := func(name string) (op, string, error) {
+		base, onEcho := strings.CutSuffix(name, "@echo")
+		ts, httpTargets := sealers, f.httpTargets
+		if onEcho {
+			if echoes == nil {
+				if echoes, err = dial([]string{f.echoGRPC}, f.conns, insecure.NewCredentials()); err != nil {
+					return nil, "", err
+				}
+			}
+			ts, httpTargets = echoes, []string{f.echoHTTP}
+		}
+		seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
+			st, _, err := ts.client(i).Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: toolCall, Payload: payload, OneTime: oneTime})
+			return st, err
+		}
+		open := func(ctx context.Context, i int, state string) error {
+			_, err := ts.client(i).Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: toolCall})
+			return err
+		}
 		var o op
-		label := name
-		switch name {
+		label := base
+		switch base {
 		case "seal-open":
 			oneTime := f.oneTime
 			o = retrying(func(ctx context.Context, i int) error {
@@ -206,6 +212,12 @@ func run(f flags) error {
 			if oneTime {
 				label = fmt.Sprintf("Seal+Open one-time (%d B)", f.size)
 			}
+		case "seal-open-params":
+			o = retrying(paramsSealOpen(ts, auth, payload))
+			label = fmt.Sprintf("Seal+Open, params (%d B)", f.size)
+		case "rest-seal-open":
+			o = restSealOpen(httpTargets, f.token, f.size)
+			label = fmt.Sprintf("REST Seal+Open, params (%d B)", f.size)
 		case "open":
 			st, err := seal(context.Background(), 0, false)
 			if err != nil {
@@ -233,7 +245,7 @@ func run(f flags) error {
 			label = fmt.Sprintf("Open one-time (%d B)", f.size)
 		case "health":
 			o = func(ctx context.Context, i int) error {
-				_, err := healthpb.NewHealthClient(conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
+				_, err := healthpb.NewHealthClient(ts.conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
 				return err
 			}
 			label = "health Check"
@@ -255,12 +267,16 @@ func run(f flags) error {
 		default:
 			return nil, "", fmt.Errorf("unknown op %q", name)
 		}
+		if onEcho {
+			label = "floor: echo " + label
+		}
 		if f.rate > 0 {
 			label += fmt.Sprintf(", offered %.0f/s", f.rate)
 		}
 		return o, label, nil
 	}
 
+	medians := map[string][]float64{} // op -> median ops/s per level
 	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
 	for _, n := range f.levels {
 		// Each op runs -repeat times, the ops taking turns, and the run with
@@ -290,6 +306,7 @@ func run(f flags) error {
 			slices.SortFunc(rs, func(a, b *result) int { return cmp.Compare(len(a.lat), len(b.lat)) })
 			r := rs[len(rs)/2]
 			r.report(labels[k], n)
+			medians[f.ops[k]] = append(medians[f.ops[k]], r.rate())
 			if f.timeline != "" {
 				if err := r.writeTimeline(f.timeline); err != nil {
 					return err
@@ -297,6 +314,7 @@ func run(f flags) error {
 			}
 		}
 	}
+	reportFloors(f.ops, f.levels, medians)
 	return nil
 }
 

@@ -135,6 +135,9 @@ func quantile(lat []time.Duration, p float64) time.Duration {
 	return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 }
 
+// rate is the successful operations per second.
+func (r *result) rate() float64 { return float64(len(r.lat)) / r.dur.Seconds() }
+
 func (r *result) report(name string, n int) {
 	total := 0
 	var parts []string
@@ -150,7 +153,7 @@ func (r *result) report(name string, n int) {
 	if total > 0 {
 		errs = fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 	}
-	fmt.Printf("| %s | %d | %.0f | %v | %v | %s |\n", name, n, float64(len(r.lat))/r.dur.Seconds(),
+	fmt.Printf("| %s | %d | %.0f | %v | %v | %s |\n", name, n, r.rate(),
 		quantile(r.lat, 0.50).Round(time.Microsecond), quantile(r.lat, 0.99).Round(time.Microsecond), errs)
 }
 
