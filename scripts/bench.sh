@@ -84,7 +84,7 @@ vault_keys=(--keys vault-transit --vault-transit-key sealer --key-poll 1s --key-
 # a gRPC sealer.v1.Sealer answering prebuilt responses, and a net/http
 # server decoding the same JSON with encoding/json. Ops take turns, 3 runs
 # each, the median reported; the second table is each path's share of its
-# floor.
+# floor, with the CPU time the sealer and the echo spent per pair.
 step "side by side: Seal+Open over gRPC and REST beside their echo floors, Vault Transit, health Check (plaintext)"
 start_sealer plain "${vault_keys[@]}"
 ECHO_GRPC=127.0.0.1:$(free_port) ECHO_HTTP=127.0.0.1:$(free_port)
@@ -93,7 +93,7 @@ ECHO_PID=$!
 pids+=("$ECHO_PID")
 until grep -q listening "$out/echo.log"; do sleep 0.1; done
 "$load" -targets "$plain_GRPC" -http-targets "$plain_HTTP" -echo-grpc "$ECHO_GRPC" -echo-http "$ECHO_HTTP" \
-  -c 1,16,64 -d 8s -warmup 2s -repeat 3 \
+  -server-pid "$plain_PID" -echo-pid "$ECHO_PID" -c 1,16,64 -d 8s -warmup 2s -repeat 3 \
   -ops seal-open,seal-open@echo,seal-open-params,seal-open-params@echo,rest-seal-open,rest-seal-open@echo,vault-transit,health |
   tee "$out/side-by-side.md"
 kill "$ECHO_PID"

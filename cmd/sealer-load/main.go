@@ -78,6 +78,8 @@ type flags struct {
 	vaultKey       string
 	timeline       string
 	conns, repeat  int
+	serverPID      int // CPU time of the sealer is reported when set
+	echoPID        int // and of the echo floor
 	oneTime        bool
 	ops            []string
 }
@@ -103,6 +105,8 @@ func main() {
 	flag.BoolVar(&f.oneTime, "one-time", false, "seal-open: seal one-time states")
 	flag.IntVar(&f.conns, "conns", 2, "gRPC connections per target")
 	flag.IntVar(&f.repeat, "repeat", 1, "runs per op and level, ops taking turns; the median run is reported")
+	flag.IntVar(&f.serverPID, "server-pid", 0, "PID of the sealer on this machine: report its CPU time per op")
+	flag.IntVar(&f.echoPID, "echo-pid", 0, "PID of the echo floor on this machine: report its CPU time per op@echo")
 	flag.Parse()
 	// The generator shares the machine with what it measures: it collects
 	// garbage as seldom as the sealer does (cmd/sealer), for every op alike.
@@ -276,7 +280,7 @@ func run(f flags) error {
 		return o, label, nil
 	}
 
-	medians := map[string][]float64{} // op -> median ops/s per level
+	medians := map[string][]*result{} // op -> median run per level
 	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
 	for _, n := range f.levels {
 		// Each op runs -repeat times, the ops taking turns, and the run with
@@ -290,12 +294,18 @@ func run(f flags) error {
 				if err != nil {
 					return err
 				}
+				pid := f.serverPID
+				if strings.HasSuffix(name, "@echo") {
+					pid = f.echoPID
+				}
+				cpu := cpuDuring(pid, f.warmup, f.dur)
 				var r *result
 				if f.rate > 0 {
 					r = openLoop(o, n, f.rate, f.warmup, f.dur)
 				} else {
 					r = closedLoop(o, n, f.warmup, f.dur)
 				}
+				r.serverCPU = cpu()
 				if errors.Is(r.fatal, errPoolEmpty) {
 					return errors.New("the pool of sealed states ran out: raise -pool-rate")
 				}
@@ -306,7 +316,7 @@ func run(f flags) error {
 			slices.SortFunc(rs, func(a, b *result) int { return cmp.Compare(len(a.lat), len(b.lat)) })
 			r := rs[len(rs)/2]
 			r.report(labels[k], n)
-			medians[f.ops[k]] = append(medians[f.ops[k]], r.rate())
+			medians[f.ops[k]] = append(medians[f.ops[k]], r)
 			if f.timeline != "" {
 				if err := r.writeTimeline(f.timeline); err != nil {
 					return err

@@ -26,6 +26,7 @@ type result struct {
 	perSecond []struct{ ok, failed int }
 	dur       time.Duration
 	fatal     error
+	serverCPU time.Duration // CPU time of the server in the window, 0: not measured
 	mu        sync.Mutex
 }
 
@@ -137,6 +138,15 @@ func quantile(lat []time.Duration, p float64) time.Duration {
 
 // rate is the successful operations per second.
 func (r *result) rate() float64 { return float64(len(r.lat)) / r.dur.Seconds() }
+
+// cpuPerOp is the server's CPU time per successful operation, "-" when not
+// measured.
+func (r *result) cpuPerOp() string {
+	if r.serverCPU == 0 || len(r.lat) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f µs", float64(r.serverCPU.Microseconds())/float64(len(r.lat)))
+}
 
 func (r *result) report(name string, n int) {
 	total := 0

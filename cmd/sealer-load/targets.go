@@ -158,8 +158,9 @@ func restError(httpCode int, body []byte) error {
 }
 
 // reportFloors prints each op's share of its echo floor (op@echo), level by
-// level, from the median runs.
-func reportFloors(ops []string, levels []int, medians map[string][]float64) {
+// level, from the median runs, with the CPU time each server spent per op
+// when its PID was given.
+func reportFloors(ops []string, levels []int, medians map[string][]*result) {
 	header := false
 	for _, name := range ops {
 		floor, ok := medians[name+"@echo"]
@@ -167,11 +168,12 @@ func reportFloors(ops []string, levels []int, medians map[string][]float64) {
 			continue
 		}
 		if !header {
-			fmt.Printf("\n| call | concurrency | ops/s | floor ops/s | share of floor |\n|---|---|---|---|---|\n")
+			fmt.Printf("\n| call | concurrency | ops/s | floor ops/s | share of floor | sealer CPU/op | floor CPU/op |\n|---|---|---|---|---|---|---|\n")
 			header = true
 		}
 		for k, n := range levels {
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% |\n", name, n, medians[name][k], floor[k], 100*medians[name][k]/floor[k])
+			r, e := medians[name][k], floor[k]
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.0f%% | %s | %s |\n", name, n, r.rate(), e.rate(), 100*r.rate()/e.rate(), r.cpuPerOp(), e.cpuPerOp())
 		}
 	}
 }
