@@ -1,13 +1,17 @@
 // Package client is the Go client of the sealer: Seal and Open over gRPC,
-// with the sealer's error reasons mapped back to Go sentinel errors, and
-// bindings made from the MCP Go SDK's request types, so that an MCP server
-// protects its requestState in a few lines per handler:
+// with the sealer's error reasons mapped back to Go sentinel errors, and the
+// request digest computed in process, so that an MCP server protects its
+// requestState in a few lines per handler:
 //
-//	payload, err := sc.Open(ctx, client.OpenRequest{
-//		State: req.Params.RequestState, Principal: who, Request: client.ToolCall(req.Params)})
+//	opened, err := sc.Open(ctx, client.OpenRequest{State: state, Principal: who,
+//		Request: client.ToolCall(params.Name, params.Arguments)})
 //	if client.Rejected(err) {
-//		return nil, nil, client.InvalidParams(err) // JSON-RPC -32602 for the MCP client
+//		// answer the MCP client with JSON-RPC invalid params (-32602)
 //	}
+//
+// It links no MCP SDK and nothing of the service's storage: the adapter for
+// the official MCP Go SDK (bindings from its request types, its JSON-RPC
+// error) is the module client/gosdk.
 package client
 
 import (
@@ -18,8 +22,6 @@ import (
 	"time"
 
 	"github.com/gowebpki/jcs"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -72,13 +74,6 @@ func Rejected(err error) bool {
 	return false
 }
 
-// InvalidParams returns the JSON-RPC error an MCP server answers for a
-// rejected state: code -32602, as a bare *jsonrpc.Error, which the Go SDK
-// sends as a JSON-RPC error (a wrapped error would become a tool result).
-func InvalidParams(err error) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
-}
-
 // Client calls a sealer over gRPC. It is safe for concurrent use.
 type Client struct {
 	rpc  sealerv1.SealerClient
@@ -117,21 +112,23 @@ type Binding struct {
 	Digest []byte
 }
 
-// ToolCall binds to a tools/call request: its name and arguments.
-func ToolCall(p *mcp.CallToolParamsRaw) Binding {
-	params := map[string]any{"name": p.Name}
-	if len(p.Arguments) > 0 {
-		params["arguments"] = p.Arguments // as received; canonicalized by the digest
+// ToolCall binds to a tools/call request: its tool name and its arguments
+// as received (JSON text; nil or empty when absent).
+func ToolCall(name string, arguments json.RawMessage) Binding {
+	params := map[string]any{"name": name}
+	if len(arguments) > 0 {
+		params["arguments"] = arguments // as received; canonicalized by the digest
 	}
 	return Binding{Method: "tools/call", Params: params}
 }
 
-// PromptGet binds to a prompts/get request: its name and arguments.
-func PromptGet(p *mcp.GetPromptParams) Binding {
-	params := map[string]any{"name": p.Name}
-	if p.Arguments != nil {
-		args := make(map[string]any, len(p.Arguments))
-		for k, v := range p.Arguments {
+// PromptGet binds to a prompts/get request: its prompt name and arguments
+// (nil when absent).
+func PromptGet(name string, arguments map[string]string) Binding {
+	params := map[string]any{"name": name}
+	if arguments != nil {
+		args := make(map[string]any, len(arguments))
+		for k, v := range arguments {
 			args[k] = v
 		}
 		params["arguments"] = args
@@ -140,8 +137,8 @@ func PromptGet(p *mcp.GetPromptParams) Binding {
 }
 
 // ResourceRead binds to a resources/read request: its uri.
-func ResourceRead(p *mcp.ReadResourceParams) Binding {
-	return Binding{Method: "resources/read", Params: map[string]any{"uri": p.URI}}
+func ResourceRead(uri string) Binding {
+	return Binding{Method: "resources/read", Params: map[string]any{"uri": uri}}
 }
 
 // proto sends the binding as its digest, computed here by the code the sealer
@@ -153,16 +150,18 @@ func (b Binding) proto() (*sealerv1.Binding, error) {
 	if b.Digest != nil {
 		return &sealerv1.Binding{Digest: b.Digest}, nil
 	}
-	d, err := b.digest()
+	d, err := b.RequestDigest()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return &sealerv1.Binding{Digest: d[:]}, nil
 }
 
-// digest canonicalizes only the salient members, as the sealer does, after
-// refusing members named like them in another case (sealer.CheckParamName).
-func (b Binding) digest() (sealer.Digest, error) {
+// RequestDigest returns the digest the sealer binds the request to,
+// computed in process as the sealer does (sealer.RequestDigest): only the
+// salient members, canonicalized, after refusing members named like them in
+// another case (sealer.CheckParamName).
+func (b Binding) RequestDigest() (sealer.Digest, error) {
 	names := sealer.SalientParams(b.Method)
 	if names == nil {
 		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,18 +50,18 @@ func mustStatus(t *testing.T, reason string) error {
 }
 
 func TestBindings(t *testing.T) {
-	b := ToolCall(&mcp.CallToolParamsRaw{Name: "t", Arguments: []byte(`{"a":[1,"x"]}`), RequestState: "ignored"})
+	b := ToolCall("t", []byte(`{"a":[1,"x"]}`))
 	if b.Method != "tools/call" || b.Params["name"] != "t" || b.Params["requestState"] != nil {
 		t.Errorf("tool binding: %+v", b)
 	}
 	if _, err := b.proto(); err != nil {
 		t.Error(err)
 	}
-	p := PromptGet(&mcp.GetPromptParams{Name: "p", Arguments: map[string]string{"k": "v"}})
+	p := PromptGet("p", map[string]string{"k": "v"})
 	if p.Method != "prompts/get" || p.Params["arguments"].(map[string]any)["k"] != "v" {
 		t.Errorf("prompt binding: %+v", p)
 	}
-	r := ResourceRead(&mcp.ReadResourceParams{URI: "file:///x"})
+	r := ResourceRead("file:///x")
 	if r.Method != "resources/read" || r.Params["uri"] != "file:///x" {
 		t.Errorf("resource binding: %+v", r)
 	}
@@ -72,7 +71,7 @@ func TestBindings(t *testing.T) {
 // same params (R5), or a state sealed by a Go server would not open for a
 // TypeScript one and the reverse.
 func TestBindingDigestIsTheSealers(t *testing.T) {
-	b := ToolCall(&mcp.CallToolParamsRaw{Name: "get_weather", Arguments: []byte(`{"location":"Paris","days":[1,2.5,"x"],"deep":{"b":null,"a":true}}`)})
+	b := ToolCall("get_weather", []byte(`{"location":"Paris","days":[1,2.5,"x"],"deep":{"b":null,"a":true}}`))
 	got, err := b.proto()
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +83,7 @@ func TestBindingDigestIsTheSealers(t *testing.T) {
 	if string(got.GetDigest()) != string(want[:]) || got.GetParams() != nil || got.GetMethod() != "" {
 		t.Errorf("binding %x, want only the digest %x", got.GetDigest(), want)
 	}
-	other, _ := ToolCall(&mcp.CallToolParamsRaw{Name: "get_weather", Arguments: []byte(`{"location":"Oslo"}`)}).proto()
+	other, _ := ToolCall("get_weather", []byte(`{"location":"Oslo"}`)).proto()
 	if string(other.GetDigest()) == string(got.GetDigest()) {
 		t.Error("other arguments, same digest")
 	}
@@ -92,10 +91,10 @@ func TestBindingDigestIsTheSealers(t *testing.T) {
 		{Method: "tools/list", Params: map[string]any{"name": "x"}},
 		{Method: "tools/call", Params: map[string]any{"arguments": map[string]any{}}},
 		{Method: "tools/call", Params: map[string]any{"name": "x", "arguments": map[string]any{"n": 1e300}}},
-		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`{"a":1,"a":2}`)}),
-		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`[1]`)}),
-		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(`{"a":`)}),
-		ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte("{\"a\":\"\xff\"}")}),
+		ToolCall("x", []byte(`{"a":1,"a":2}`)),
+		ToolCall("x", []byte(`[1]`)),
+		ToolCall("x", []byte(`{"a":`)),
+		ToolCall("x", []byte("{\"a\":\"\xff\"}")),
 	} {
 		if _, err := bad.proto(); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%+v: got %v, want ErrInvalidArgument", bad, err)
@@ -114,7 +113,7 @@ func FuzzToolCallDigest(f *testing.F) {
 		if len(args) > 4096 {
 			t.Skip()
 		}
-		mine, errMine := ToolCall(&mcp.CallToolParamsRaw{Name: "t", Arguments: []byte(args)}).proto()
+		mine, errMine := ToolCall("t", []byte(args)).proto()
 		params := `{"name":"t","arguments":` + args + `}`
 		switch {
 		case args == "": // no arguments at all
@@ -151,10 +150,10 @@ func BenchmarkToolCallDigest_8000Keys(b *testing.B) {
 		fmt.Fprintf(&args, `"%s%08d":%d`, prefix, i*7919%8000, i) // 7919 is prime: a permutation
 	}
 	args.WriteByte('}')
-	bind := ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(args.String())})
+	bind := ToolCall("x", []byte(args.String()))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := bind.digest(); err != nil {
+		if _, err := bind.RequestDigest(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -176,7 +175,7 @@ func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
 		}
 	}
 	// Other members are ignored, as before.
-	got, err := Binding{Method: "resources/read", Params: map[string]any{"uri": "u", "Arguments": 1, "NAME": "x"}}.digest()
+	got, err := Binding{Method: "resources/read", Params: map[string]any{"uri": "u", "Arguments": 1, "NAME": "x"}}.RequestDigest()
 	want, _ := sealer.RequestDigest("resources/read", []byte(`{"uri":"u"}`))
 	if err != nil || got != want {
 		t.Errorf("resources/read with Arguments and NAME: got %v, %v; want %v", got, err, want)
@@ -200,7 +199,7 @@ func TestBindingDigest_Limits(t *testing.T) {
 		{"100,001 values", wide(sealer.MaxValues + 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ToolCall(&mcp.CallToolParamsRaw{Name: "x", Arguments: []byte(tc.args)}).proto()
+			_, err := ToolCall("x", []byte(tc.args)).proto()
 			if tc.ok && err != nil || !tc.ok && !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}

@@ -3,44 +3,36 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server"
 )
 
-// startSealer runs a sealer in process on a free loopback port, for the
+// startSealer runs a sealer in process on free loopback ports, for the
 // examples, and returns its gRPC address.
 func startSealer() (string, func()) {
 	dir, _ := os.MkdirTemp("", "sealer-example-")
-	free := func() string {
-		l, _ := net.Listen("tcp", "127.0.0.1:0")
-		defer l.Close()
-		return l.Addr().String()
-	}
 	cfg := server.Defaults()
-	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = dir, free(), free()
+	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = dir, "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { server.Run(ctx, cfg); close(done) }()
-	for range 100 {
-		if c, err := net.Dial("tcp", cfg.GRPCAddr); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	s, err := server.New(ctx, cfg)
+	if err != nil {
+		panic(err)
 	}
-	return cfg.GRPCAddr, func() { cancel(); <-done; os.RemoveAll(dir) }
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	return s.GRPCAddr().String(), func() { cancel(); <-done; os.RemoveAll(dir) }
 }
 
 // An MCP tool handler seals its progress when it needs input, and opens it
@@ -56,24 +48,22 @@ func Example() {
 	ctx := context.Background()
 
 	// Round 1: the tools/call as the MCP server received it.
-	call := &mcp.CallToolParamsRaw{Name: "get_weather", Arguments: json.RawMessage(`{"location":"Paris"}`)}
+	name, args := "get_weather", json.RawMessage(`{"location":"Paris"}`)
 	state, _, err := sc.Seal(ctx, client.SealRequest{
-		Principal: "alice", Request: client.ToolCall(call), Payload: []byte(`{"step":1}`), TTL: time.Minute,
+		Principal: "alice", Request: client.ToolCall(name, args), Payload: []byte(`{"step":1}`), TTL: time.Minute,
 	})
 	if err != nil {
 		panic(err)
 	}
 
-	// Round 2: the client's retry carries the state and its answers.
-	call.RequestState = state
-	call.InputResponses = mcp.InputResponseMap{"units": &mcp.ElicitResult{Action: "accept"}}
-	opened, err := sc.Open(ctx, client.OpenRequest{State: call.RequestState, Principal: "alice", Request: client.ToolCall(call)})
+	// Round 2: the client's retry of the same call carries the state.
+	opened, err := sc.Open(ctx, client.OpenRequest{State: state, Principal: "alice", Request: client.ToolCall(name, args)})
 	fmt.Printf("%s %v\n", opened.Payload, err)
 
 	// Someone else presenting the same state is refused.
-	_, err = sc.Open(ctx, client.OpenRequest{State: state, Principal: "mallory", Request: client.ToolCall(call)})
-	fmt.Println(client.Rejected(err), client.InvalidParams(err).Code)
+	_, err = sc.Open(ctx, client.OpenRequest{State: state, Principal: "mallory", Request: client.ToolCall(name, args)})
+	fmt.Println(client.Rejected(err), errors.Is(err, sealer.ErrPrincipalMismatch))
 	// Output:
 	// {"step":1} <nil>
-	// true -32602
+	// true true
 }

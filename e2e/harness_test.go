@@ -40,11 +40,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary, mcpBinary, echoBinary = filepath.Join(dir, "sealer"), filepath.Join(dir, "mcpserver"), filepath.Join(dir, "sealer-echo")
-	for out, pkg := range map[string]string{binary: "../cmd/sealer", mcpBinary: "../examples/mcpserver", echoBinary: "../cmd/sealer-echo"} {
-		build := exec.Command("go", "build", "-o", out, pkg)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	// Each is built in its own module: the service's, or the examples'.
+	for _, b := range []struct{ out, module, pkg string }{
+		{binary, "..", "./cmd/sealer"}, {echoBinary, "..", "./cmd/sealer-echo"}, {mcpBinary, "../examples", "./mcpserver"},
+	} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Dir, build.Stdout, build.Stderr = b.module, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			fmt.Fprintln(os.Stderr, "building", b.pkg, "in", b.module+":", err)
 			os.Exit(1)
 		}
 	}

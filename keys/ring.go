@@ -1,5 +1,7 @@
-// Package keys holds the key ring that seals and opens request states, and
-// the sources it is loaded from.
+// Package keys holds the key ring that seals and opens request states, the
+// refresher that keeps it current, and the key file source. Vault sources
+// live in package keys/vault, so a program that does not take keys from
+// Vault does not link it.
 //
 // # Rings
 //

@@ -1,6 +1,11 @@
 // Package ledger records one-time states as consumed, so that each opens at
 // most once (R6).
 //
+// Backends live in packages of their own, so that a program links only the
+// one it uses: ledger/bolt (an embedded file, one process) and ledger/redis
+// (single node, Sentinel or Cluster, a fleet). ledgertest holds the
+// conformance suite every backend passes.
+//
 // A [Ledger] has one call, Consume: the first call for a state id wins, every
 // later one gets [ErrConsumed]. Each entry lives at least until the time the
 // caller gives and then goes away by itself (R7), so a ledger holds at most
@@ -32,9 +37,10 @@ var (
 	ErrUnavailable = errors.New("ledger: unavailable")
 )
 
-// errPast refuses a consume whose entry would expire at once: recording
-// nothing is not a win.
-var errPast = fmt.Errorf("%w: entry would expire at once (until is not in the future)", ErrUnavailable)
+// ErrTooLate refuses a consume whose entry would expire at once (until is
+// not in the future): recording nothing is not a win. It wraps
+// ErrUnavailable.
+var ErrTooLate = fmt.Errorf("%w: entry would expire at once (until is not in the future)", ErrUnavailable)
 
 // Ledger consumes one-time states.
 type Ledger interface {
@@ -43,12 +49,4 @@ type Ledger interface {
 	// one, and an error wrapping ErrUnavailable when it cannot tell or until
 	// is not in the future.
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
-}
-
-// key is the ledger key of a state: the tenant, length-prefixed, then the id.
-func key(tenant string, id sealer.StateID) []byte {
-	k := make([]byte, 0, 1+len(tenant)+len(id))
-	k = append(k, byte(len(tenant)))
-	k = append(k, tenant...)
-	return append(k, id[:]...)
 }

@@ -27,16 +27,35 @@ if [ -d .git ] && [ -n "$(git status --porcelain -- gen)" ]; then
   exit 1
 fi
 
+# The Go modules: the service (root), the MCP Go SDK adapter, the examples
+# and the end-to-end tests, each with its own go.mod so that the service and
+# its client pull no MCP SDK.
+modules=(. client/gosdk examples e2e)
+
 step "gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null | grep -v '^gen/' || find . -name '*.go' -not -path './gen/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change: $unformatted" >&2
   exit 1
 fi
-go vet ./...
+for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
+
+step "dependencies point down: sealer and client link no Vault, Redis, bbolt or MCP SDK"
+for pkg in ./sealer ./client; do
+  if go list -deps "$pkg" | grep -E 'vault|redis|bbolt|modelcontextprotocol'; then
+    echo "$pkg depends on the packages above; the format and the client must not" >&2
+    exit 1
+  fi
+done
+if grep -E 'modelcontextprotocol|jsonschema-go' go.mod; then
+  echo "the service's go.mod requires an MCP SDK; only client/gosdk, examples and e2e may" >&2
+  exit 1
+fi
 
 step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binaries, Vault and Redis)"
-go test -race -count=1 -skip 'TestConformance_MRTR' ./...
+go test -race -count=1 ./...
+(cd client/gosdk && go test -race -count=1 ./...)
+(cd e2e && go test -race -count=1 -skip 'TestConformance_MRTR' ./...)
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
-go test -count=1 -v -run 'TestConformance_MRTR' ./e2e
+(cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)

@@ -2,9 +2,10 @@
 // carry the principal they were issued to, an expiry, a digest of the
 // request that produced them, and an opaque payload.
 //
-// The package does no I/O and reads no clock: keys come in as a [keys.Ring],
-// time as a value. The blob is specified in FORMAT.md at the root of the
-// repository; the comments here point there rather than repeat it.
+// The package does no I/O and reads no clock: keys come in as [Keys] (a
+// ring of package keys implements it), time as a value. The blob is
+// specified in FORMAT.md at the root of the repository; the comments here
+// point there rather than repeat it.
 //
 // # Checks on open
 //

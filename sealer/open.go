@@ -4,8 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"time"
-
-	"github.com/mcp-sealer/sealer/keys"
 )
 
 // Open authenticates state as sealed for tenant by a version in the ring,
@@ -13,7 +11,7 @@ import (
 // "Opening". A state that is not authentic is ErrInvalid; an authentic one
 // may be ErrExpired, ErrPrincipalMismatch or ErrRequestMismatch. On error no
 // plaintext is returned and the decrypted buffer is zeroed.
-func Open(ring *keys.Ring, tenant, state string, want Expect, now time.Time) (*Opened, error) {
+func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened, error) {
 	if !wellFormed(state) {
 		return nil, ErrInvalid
 	}

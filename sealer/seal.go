@@ -1,18 +1,29 @@
 package sealer
 
 import (
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/mcp-sealer/sealer/keys"
 )
+
+// Keys is what Seal and Open need of a key ring: the AEAD of a key version,
+// keyed for a tenant. Package keys builds rings that implement it
+// (keys.Ring) from a key file or from Vault; this package needs nothing
+// more of them.
+type Keys interface {
+	// Sealer returns the version that seals and its AEAD for tenant.
+	Sealer(tenant string) (version uint32, aead cipher.AEAD, err error)
+	// Opener returns the AEAD of version for tenant, or false when the
+	// ring does not hold that version or the tenant name is malformed.
+	Opener(version uint32, tenant string) (aead cipher.AEAD, ok bool)
+}
 
 // Seal returns a state string that carries c and payload, sealed for tenant
 // with the ring's sealing version. The payload is at most MaxPayload bytes;
 // the principal 1 to MaxPrincipal bytes; ExpiresAt must be after IssuedAt,
 // both at or after the Unix epoch, compared in whole milliseconds.
-func Seal(ring *keys.Ring, tenant string, c Claims, payload []byte) (string, error) {
+func Seal(ring Keys, tenant string, c Claims, payload []byte) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
 	}

@@ -34,7 +34,7 @@ type Config struct {
 	// Vault is where Vault is and how to log in.
 	Vault VaultConfig
 	// Ledger is "embedded" (a bbolt file in DataDir) or a Redis URL (see
-	// ledger.RedisOptions) shared by every replica.
+	// ledger/redis.Options) shared by every replica.
 	Ledger string
 	// LedgerTimeout bounds each call to a Redis ledger.
 	LedgerTimeout time.Duration

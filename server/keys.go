@@ -11,11 +11,12 @@ import (
 	"strings"
 	"time"
 
-	vault "github.com/hashicorp/vault/api"
+	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/hashicorp/vault/api/auth/approle"
 	"github.com/hashicorp/vault/api/auth/kubernetes"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/keys/vault"
 )
 
 // VaultConfig says how to reach Vault and where the keys are. Empty fields
@@ -61,13 +62,13 @@ func openKeys(ctx context.Context, cfg Config, log *slog.Logger) (*keySource, er
 			return nil, err
 		}
 		if cfg.Keys == "vault-transit" {
-			src = &keys.Transit{Client: client, Mount: cfg.Vault.TransitMount, Name: cfg.Vault.TransitKey, Activation: cfg.activation()}
+			src = &vault.Transit{Client: client, Mount: cfg.Vault.TransitMount, Name: cfg.Vault.TransitKey, Activation: cfg.activation()}
 		} else {
-			src = &keys.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
+			src = &vault.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
 		}
 		report = func(err error) {
 			log.Warn("key refresh failed; serving with the last good keys", "cause", err.Error())
-			if errors.Is(err, keys.ErrVaultDenied) {
+			if errors.Is(err, vault.ErrDenied) {
 				login.Relogin()
 			}
 		}
@@ -105,8 +106,8 @@ func keyFile(cfg Config, log *slog.Logger) (string, error) {
 
 // vaultClient returns a Vault client for c and the login that keeps it
 // authenticated.
-func vaultClient(c VaultConfig, log *slog.Logger) (*vault.Client, *keys.VaultLogin, error) {
-	vc := vault.DefaultConfig() // reads the VAULT_* variables
+func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Login, error) {
+	vc := vaultapi.DefaultConfig() // reads the VAULT_* variables
 	if vc.Error != nil {
 		return nil, nil, fmt.Errorf("vault: %v", vc.Error)
 	}
@@ -114,20 +115,20 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vault.Client, *keys.VaultLog
 		vc.Address = c.Addr
 	}
 	if c.CAFile != "" || c.ClientCert != "" || c.ClientKey != "" {
-		if err := vc.ConfigureTLS(&vault.TLSConfig{CACert: c.CAFile, ClientCert: c.ClientCert, ClientKey: c.ClientKey}); err != nil {
+		if err := vc.ConfigureTLS(&vaultapi.TLSConfig{CACert: c.CAFile, ClientCert: c.ClientCert, ClientKey: c.ClientKey}); err != nil {
 			return nil, nil, fmt.Errorf("vault TLS: %v", err)
 		}
 	}
 	vc.MaxRetries = 1
 	vc.Timeout = 10 * time.Second
-	client, err := vault.NewClient(vc)
+	client, err := vaultapi.NewClient(vc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("vault: %v", err)
 	}
 	if c.Namespace != "" {
 		client.SetNamespace(c.Namespace)
 	}
-	login := &keys.VaultLogin{Client: client, Report: func(err error) { log.Warn("vault login", "cause", err.Error()) }}
+	login := &vault.Login{Client: client, Report: func(err error) { log.Warn("vault login", "cause", err.Error()) }}
 	switch c.Auth {
 	case "", "token":
 		if c.TokenFile != "" {

@@ -6,16 +6,20 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/bolt"
+	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
 // openedLedger is the configured ledger with what the server needs of it
-// besides consuming: a reachability check, a name for logs, and closing.
+// besides consuming: a reachability check, background work (the embedded
+// ledger's sweep), a name for logs, and closing.
 type openedLedger struct {
 	ledger.Ledger
 	ping  func(context.Context) error
+	run   func(context.Context) error // nil: none
 	name  string
 	close func() error
 }
@@ -24,16 +28,24 @@ func (l *openedLedger) Ping(ctx context.Context) error { return l.ping(ctx) }
 func (l *openedLedger) Close() error                   { return l.close() }
 func (l *openedLedger) String() string                 { return l.name }
 
-func openLedger(cfg Config, log *slog.Logger) (*openedLedger, error) {
+func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, error) {
 	if cfg.Ledger == "embedded" {
-		b, err := ledger.OpenBolt(filepath.Join(cfg.DataDir, "ledger.db"))
+		b, err := bolt.Open(filepath.Join(cfg.DataDir, "ledger.db"))
 		if err != nil {
 			return nil, err
 		}
-		return &openedLedger{Ledger: b, ping: func(context.Context) error { return nil }, name: "embedded", close: b.Close}, nil
+		sweep := func(ctx context.Context) error {
+			return b.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
+				swept(n)
+				if err != nil {
+					log.Error("ledger sweep failed", "cause", err.Error())
+				}
+			})
+		}
+		return &openedLedger{Ledger: b, ping: func(context.Context) error { return nil }, run: sweep, name: "embedded", close: b.Close}, nil
 	}
-	redis.SetLogger(redisLogger{log})
-	r, err := ledger.NewRedis(ledger.RedisOptions{
+	goredis.SetLogger(redisLogger{log})
+	r, err := redis.New(redis.Options{
 		URL: cfg.Ledger, PasswordFile: cfg.LedgerPasswordFile, CAFile: cfg.LedgerCAFile, Timeout: cfg.LedgerTimeout,
 	})
 	if err != nil {

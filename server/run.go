@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,115 +23,189 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/ledger"
 )
 
-// Run serves until ctx is done, then drains in-flight calls and returns nil.
-// It returns an error if it cannot start or a listener fails.
-func Run(ctx context.Context, cfg Config) error {
+// Server is a sealer, started by New and served by Run. Whoever embeds it
+// asks it for the addresses it bound.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	svc     *service
+	keys    *keySource
+	ledger  *openedLedger
+	audit   *auditor
+	ls      *listeners
+	grpc    *grpc.Server
+	health  *health.Server
+	http    *http.Server
+	withTLS bool
+	tasks   []func(context.Context) error
+
+	notReady  *sampledLog // why /readyz said no
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds a sealer from cfg: it loads keys (a Vault that cannot be
+// reached yet is not an error: the sealer is not ready until it can), opens
+// the ledger, the tenants and the audit log, and binds its listeners, all
+// before anything serves. Run serves it; a Server that is never run must be
+// closed with Close.
+func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), notReady: newSampledLog("not ready: ledger unreachable")}
+	if err := s.open(ctx); err != nil {
+		s.Close()
+		return nil, err
 	}
-	if cfg.Insecure && (!isLoopback(cfg.GRPCAddr) || !isLoopback(cfg.HTTPAddr)) && (cfg.TLSCert == "" || cfg.TenantsFile == "") {
-		log.Warn("INSECURE: listening beyond loopback without TLS and client authentication (--insecure); " +
+	return s, nil
+}
+
+// open does the work of New; on error, what it opened is for Close.
+func (s *Server) open(ctx context.Context) error {
+	if s.cfg.Insecure && (!isLoopback(s.cfg.GRPCAddr) || !isLoopback(s.cfg.HTTPAddr)) && (s.cfg.TLSCert == "" || s.cfg.TenantsFile == "") {
+		s.log.Warn("INSECURE: listening beyond loopback without TLS and client authentication (--insecure); " +
 			"anyone who can connect can seal and open states")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %v", err)
 	}
-	ks, err := openKeys(ctx, cfg, log)
-	if err != nil {
+	if err := s.openParts(ctx); err != nil {
 		return err
 	}
-	led, err := openLedger(cfg, log)
-	if err != nil {
+	var err error
+	if s.ls, err = listenAll(ctx, s.cfg); err != nil {
 		return err
 	}
-	defer led.Close()
-	auth, tf, err := newAuthenticator(cfg, log)
-	if err != nil {
-		return err
-	}
-	audit, err := openAudit(cfg.AuditLog, log)
-	if err != nil {
-		return err
-	}
-	defer audit.Close()
+	s.gatherTasks()
+	return nil
+}
 
-	svc := &service{keys: ks, ledger: led, auth: auth, audit: audit, cfg: cfg, now: time.Now, log: log,
-		metrics: newMetrics(), refusals: newSampledLog("unauthenticated calls refused")}
-	if cfg.MaxInFlight > 0 {
-		svc.inFlight = make(chan struct{}, cfg.MaxInFlight)
+// openParts opens the key source, the ledger, the tenants and the audit
+// log, and builds the service over them.
+func (s *Server) openParts(ctx context.Context) error {
+	var err error
+	if s.keys, err = openKeys(ctx, s.cfg, s.log); err != nil {
+		return err
 	}
-	svc.metrics.watchKeys(ks.Refresher)
-
-	ls, err := listenAll(ctx, cfg)
+	m := newMetrics()
+	if s.ledger, err = openLedger(s.cfg, s.log, func(n int) { m.swept.Add(float64(n)) }); err != nil {
+		return err
+	}
+	auth, tf, err := newAuthenticator(s.cfg, s.log)
 	if err != nil {
 		return err
 	}
-	defer ls.close()
-	var creds []grpc.ServerOption
+	if s.audit, err = openAudit(s.cfg.AuditLog, s.log); err != nil {
+		return err
+	}
+	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: time.Now, log: s.log,
+		metrics: m, refusals: newSampledLog("unauthenticated calls refused")}
+	if s.cfg.MaxInFlight > 0 {
+		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
+	}
+	m.watchKeys(s.keys.Refresher)
+	var opts []grpc.ServerOption
 	if tf != nil {
-		creds = append(creds, grpc.Creds(credentials.NewTLS(tf.config())))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tf.config())))
+		s.withTLS = true
 	}
-	public, hs := svc.grpcServer(creds...)
-	notReady := newSampledLog("not ready: ledger unreachable")
-	hsrv, err := svc.httpServer(ctx, tf, func(ctx context.Context) error {
-		if ks.Ring() == nil {
-			return errors.New("no keys loaded yet")
-		}
-		if err := led.Ping(ctx); err != nil {
-			notReady.log(log, err) // the cause stays in the log: /readyz is unauthenticated
-			return errors.New("ledger unreachable")
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	s.grpc, s.health = s.svc.grpcServer(opts...)
+	s.http, err = s.svc.httpServer(ctx, tf, s.ready)
+	return err
+}
 
-	tasks := append([]func(context.Context) error{
-		func(context.Context) error { return public.Serve(ls.grpc) },
-		func(context.Context) error { return serveHTTP(hsrv, ls.http, tf != nil) },
-	}, ks.tasks...)
-	if b, ok := led.Ledger.(*ledger.Bolt); ok {
-		tasks = append(tasks, func(ctx context.Context) error {
-			return b.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
-				svc.metrics.swept.Add(float64(n))
-				if err != nil {
-					log.Error("ledger sweep failed", "cause", err.Error())
-				}
-			})
-		})
+// gatherTasks gathers the tasks Run starts: the servers and the background
+// work of the parts that have some.
+func (s *Server) gatherTasks() {
+	s.tasks = append([]func(context.Context) error{
+		func(context.Context) error { return s.grpc.Serve(s.ls.grpc) },
+		func(context.Context) error { return serveHTTP(s.http, s.ls.http, s.withTLS) },
+	}, s.keys.tasks...)
+	if s.ledger.run != nil {
+		s.tasks = append(s.tasks, s.ledger.run)
 	}
-	if cfg.TenantsFile != "" {
-		tasks = append(tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, cfg, auth, log) })
+	if s.cfg.TenantsFile != "" {
+		s.tasks = append(s.tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, s.cfg, s.svc.auth, s.log) })
 	}
-	if ls.pprof != nil {
-		tasks = append(tasks, func(ctx context.Context) error { return servePprof(ctx, ls.pprof) })
+	if s.ls.pprof != nil {
+		s.tasks = append(s.tasks, func(ctx context.Context) error { return servePprof(ctx, s.ls.pprof) })
 	}
+}
 
-	log.Info("listening", "grpc", ls.grpc.Addr().String(), "http", ls.http.Addr().String(), "tls", tf != nil,
-		"tenants", len(auth.tenants.Load().all), "data_dir", cfg.DataDir,
-		"ledger", led.String(), "keys", ks.name, "key_ring", fmt.Sprint(ks.Ring()))
+// ready reports whether the sealer can seal and open: keys loaded and the
+// ledger reachable. Its errors are fixed words (/readyz is unauthenticated);
+// the cause goes to the log.
+func (s *Server) ready(ctx context.Context) error {
+	if s.keys.Ring() == nil {
+		return errors.New("no keys loaded yet")
+	}
+	if err := s.ledger.Ping(ctx); err != nil {
+		s.notReady.log(s.log, err)
+		return errors.New("ledger unreachable")
+	}
+	return nil
+}
+
+// GRPCAddr returns the address the gRPC server is bound to.
+func (s *Server) GRPCAddr() net.Addr { return s.ls.grpc.Addr() }
+
+// HTTPAddr returns the address the HTTP server (REST, metrics, health) is
+// bound to.
+func (s *Server) HTTPAddr() net.Addr { return s.ls.http.Addr() }
+
+// Run serves until ctx is done, then drains in-flight calls, closes what New
+// opened, and returns nil. It returns an error if a listener fails.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.Close()
+	s.log.Info("listening", "grpc", s.GRPCAddr().String(), "http", s.HTTPAddr().String(), "tls", s.withTLS,
+		"tenants", len(s.svc.auth.tenants.Load().all), "data_dir", s.cfg.DataDir,
+		"ledger", s.ledger.String(), "keys", s.keys.name, "key_ring", fmt.Sprint(s.keys.Ring()))
 	g, gctx := errgroup.WithContext(ctx)
-	for _, task := range tasks {
+	for _, task := range s.tasks {
 		g.Go(func() error { return task(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("draining", "grace", cfg.ShutdownGrace.String())
-		hs.Shutdown()
-		drain(hsrv, public, cfg.ShutdownGrace, log)
+		s.log.Info("draining", "grace", s.cfg.ShutdownGrace.String())
+		s.health.Shutdown()
+		drain(s.http, s.grpc, s.cfg.ShutdownGrace, s.log)
 		return nil
 	})
-	err = g.Wait()
-	log.Info("stopped")
+	err := g.Wait()
+	s.log.Info("stopped")
 	return err
+}
+
+// Close releases what New opened: listeners, the audit log, the ledger.
+// Run calls it when it returns; more calls return the first one's error.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.ls != nil {
+			s.ls.close()
+		}
+		if s.audit != nil {
+			errs = append(errs, s.audit.Close())
+		}
+		if s.ledger != nil {
+			errs = append(errs, s.ledger.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// Run builds a sealer from cfg and serves it until ctx is done: New, then
+// Run.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
 }
 
 // listeners are the sockets of a sealer, all opened before anything serves.

@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/client/gosdk"
 )
 
 func main() {
@@ -88,7 +89,7 @@ func (g *guard) sealTool(ctx context.Context, req *mcp.CallToolRequest, v any, o
 		return "", err
 	}
 	state, _, err := g.sealer.Seal(ctx, client.SealRequest{Principal: principal(header(req.Extra)),
-		Request: client.ToolCall(req.Params), Payload: payload, TTL: g.ttl, OneTime: oneTime})
+		Request: gosdk.ToolCall(req.Params), Payload: payload, TTL: g.ttl, OneTime: oneTime})
 	return state, err
 }
 
@@ -100,9 +101,9 @@ func (g *guard) openTool(ctx context.Context, req *mcp.CallToolRequest, v any) (
 		return false, nil
 	}
 	o, err := g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState,
-		Principal: principal(header(req.Extra)), Request: client.ToolCall(req.Params)})
+		Principal: principal(header(req.Extra)), Request: gosdk.ToolCall(req.Params)})
 	if client.Rejected(err) {
-		return false, client.InvalidParams(err)
+		return false, gosdk.InvalidParams(err)
 	}
 	if err != nil {
 		return false, err

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/client/gosdk"
 )
 
 // progress is what the states of this server carry.
@@ -160,11 +161,11 @@ func capabilities(_ context.Context, req *mcp.CallToolRequest, _ any) (*mcp.Call
 
 func (g *guard) prompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	who := principal(header(req.Extra))
-	bind := client.PromptGet(req.Params)
+	bind := gosdk.PromptGet(req.Params)
 	if req.Params.RequestState != "" {
 		_, err := g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState, Principal: who, Request: bind})
 		if client.Rejected(err) {
-			return nil, client.InvalidParams(err)
+			return nil, gosdk.InvalidParams(err)
 		}
 		if err != nil {
 			return nil, err

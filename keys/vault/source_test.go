@@ -1,4 +1,4 @@
-package keys_test
+package vault_test
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	vault "github.com/hashicorp/vault/api"
+	vaultapi "github.com/hashicorp/vault/api"
 	"github.com/hashicorp/vault/api/auth/approle"
 
 	"github.com/mcp-sealer/sealer/internal/testvault"
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/keys/vault"
 )
 
 func versionsOf(t *testing.T, src keys.Source) ([]uint32, uint32) {
@@ -28,7 +29,7 @@ func versionsOf(t *testing.T, src keys.Source) ([]uint32, uint32) {
 func TestTransit_LoadRotateRetire(t *testing.T) {
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
-	src := &keys.Transit{Client: v.Client, Name: "sealer", Activation: time.Hour}
+	src := &vault.Transit{Client: v.Client, Name: "sealer", Activation: time.Hour}
 	if got, sealing := versionsOf(t, src); !slices.Equal(got, []uint32{1}) || sealing != 1 {
 		t.Fatalf("new key: got %v sealing %d, want [1] sealing 1", got, sealing)
 	}
@@ -52,7 +53,7 @@ func TestTransit_Refuses(t *testing.T) {
 	v.Write(t, "transit/keys/unexportable", map[string]any{"type": "aes256-gcm96"})
 	v.Write(t, "transit/keys/rsa", map[string]any{"type": "rsa-2048", "exportable": true})
 	for _, name := range []string{"unexportable", "rsa", "missing"} {
-		if _, err := (&keys.Transit{Client: v.Client, Name: name}).Load(context.Background()); err == nil {
+		if _, err := (&vault.Transit{Client: v.Client, Name: name}).Load(context.Background()); err == nil {
 			t.Errorf("%s: loaded, want an error", name)
 		}
 	}
@@ -64,7 +65,7 @@ func TestKV_LoadRotateRetire(t *testing.T) {
 		v.Write(t, "secret/data/sealer", map[string]any{"data": map[string]any{"key": b64(b)}})
 	}
 	put(1)
-	src := &keys.KV{Client: v.Client, Path: "sealer", Activation: time.Hour}
+	src := &vault.KV{Client: v.Client, Path: "sealer", Activation: time.Hour}
 	if got, _ := versionsOf(t, src); !slices.Equal(got, []uint32{1}) {
 		t.Fatalf("got %v, want [1]", got)
 	}
@@ -105,8 +106,8 @@ func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
 		src    keys.Source
 		rotate func()
 	}{
-		"transit": {&keys.Transit{Client: v.Client, Name: "sealer"}, func() { v.Write(t, "transit/keys/sealer/rotate", nil) }},
-		"kv":      {&keys.KV{Client: v.Client, Path: "sealer"}, func() { kvPut(2) }},
+		"transit": {&vault.Transit{Client: v.Client, Name: "sealer"}, func() { v.Write(t, "transit/keys/sealer/rotate", nil) }},
+		"kv":      {&vault.KV{Client: v.Client, Path: "sealer"}, func() { kvPut(2) }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := keys.NewRefresher(tc.src, 200*time.Millisecond, nil)
@@ -142,16 +143,16 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	if err := v.Client.Sys().PutPolicy("sealer", testvault.SealerPolicy); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Client.Sys().EnableAuthWithOptions("approle", &vault.EnableAuthOptions{Type: "approle"}); err != nil {
+	if err := v.Client.Sys().EnableAuthWithOptions("approle", &vaultapi.EnableAuthOptions{Type: "approle"}); err != nil {
 		t.Fatal(err)
 	}
 	v.Write(t, "auth/approle/role/sealer", map[string]any{"token_policies": "sealer", "token_ttl": "3s", "token_max_ttl": "1h"})
 	roleID := v.Read(t, "auth/approle/role/sealer/role-id").Data["role_id"].(string)
 	secretID := v.Write(t, "auth/approle/role/sealer/secret-id", nil).Data["secret_id"].(string)
 
-	cfg := vault.DefaultConfig()
+	cfg := vaultapi.DefaultConfig()
 	cfg.Address = v.Addr
-	client, err := vault.NewClient(cfg)
+	client, err := vaultapi.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var reports []string
-	login := &keys.VaultLogin{Client: client, Method: method, Retry: 100 * time.Millisecond,
+	login := &vault.Login{Client: client, Method: method, Retry: 100 * time.Millisecond,
 		Report: func(err error) { mu.Lock(); reports = append(reports, err.Error()); mu.Unlock() }}
 	first, err := login.Login(context.Background())
 	if err != nil {
@@ -173,7 +174,7 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	defer cancel()
 	go login.Run(ctx, first)
 
-	src := &keys.Transit{Client: client, Name: "sealer"}
+	src := &vault.Transit{Client: client, Name: "sealer"}
 	// Past the 3s TTL: the token lives on only if it was renewed.
 	time.Sleep(4500 * time.Millisecond)
 	if _, err := src.Load(context.Background()); err != nil {
@@ -187,8 +188,8 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = src.Load(context.Background())
-	if !errors.Is(err, keys.ErrVaultDenied) {
-		t.Fatalf("revoked token: got %v, want ErrVaultDenied", err)
+	if !errors.Is(err, vault.ErrDenied) {
+		t.Fatalf("revoked token: got %v, want ErrDenied", err)
 	}
 	login.Relogin()
 	deadline := time.Now().Add(10 * time.Second)

@@ -1,4 +1,4 @@
-package keys
+package vault
 
 import (
 	"context"
@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"time"
 
-	vault "github.com/hashicorp/vault/api"
+	vaultapi "github.com/hashicorp/vault/api"
 )
 
-// VaultLogin keeps a Vault client logged in: it logs in with Method (AppRole,
+// Login keeps a Vault client logged in: it logs in with Method (AppRole,
 // Kubernetes, ...), keeps the token renewed with Vault's lifetime watcher,
 // and logs in again when renewal is no longer possible or Relogin is called
 // (on a denial: a revoked token). With a nil Method the client's own token
 // (VAULT_TOKEN or a token file) is used and renewed while renewable.
-type VaultLogin struct {
-	Client *vault.Client
-	Method vault.AuthMethod
+type Login struct {
+	Client *vaultapi.Client
+	Method vaultapi.AuthMethod
 	// Report receives login and renewal failures; never a token.
 	Report func(error)
 	// Retry is the pause after a failed login; one second when zero.
@@ -26,14 +26,14 @@ type VaultLogin struct {
 }
 
 // Relogin asks Run to log in again. It never blocks.
-func (l *VaultLogin) Relogin() {
+func (l *Login) Relogin() {
 	select {
 	case l.kick() <- struct{}{}:
 	default:
 	}
 }
 
-func (l *VaultLogin) kick() chan struct{} {
+func (l *Login) kick() chan struct{} {
 	if l.relogin == nil {
 		l.relogin = make(chan struct{}, 1)
 	}
@@ -42,7 +42,7 @@ func (l *VaultLogin) kick() chan struct{} {
 
 // Login logs in once (or, with a nil Method, renews the client's token) and
 // returns the secret to watch, nil when there is nothing to renew.
-func (l *VaultLogin) Login(ctx context.Context) (*vault.Secret, error) {
+func (l *Login) Login(ctx context.Context) (*vaultapi.Secret, error) {
 	if l.Method != nil {
 		s, err := l.Client.Auth().Login(ctx, l.Method)
 		if err != nil {
@@ -62,7 +62,7 @@ func (l *VaultLogin) Login(ctx context.Context) (*vault.Secret, error) {
 
 // Run logs in (call Login first to start logged in) and keeps the token
 // alive until ctx is done; it then returns nil.
-func (l *VaultLogin) Run(ctx context.Context, first *vault.Secret) error {
+func (l *Login) Run(ctx context.Context, first *vaultapi.Secret) error {
 	retry := l.Retry
 	if retry <= 0 {
 		retry = time.Second
@@ -106,8 +106,8 @@ func (l *VaultLogin) Run(ctx context.Context, first *vault.Secret) error {
 
 // watch renews secret's token until renewal ends, a relogin is asked for, or
 // ctx is done.
-func (l *VaultLogin) watch(ctx context.Context, secret *vault.Secret, relogin <-chan struct{}) error {
-	w, err := l.Client.NewLifetimeWatcher(&vault.LifetimeWatcherInput{Secret: secret})
+func (l *Login) watch(ctx context.Context, secret *vaultapi.Secret, relogin <-chan struct{}) error {
+	w, err := l.Client.NewLifetimeWatcher(&vaultapi.LifetimeWatcherInput{Secret: secret})
 	if err != nil {
 		return fmt.Errorf("keys: vault token watcher: %v", err)
 	}

@@ -1,4 +1,4 @@
-package ledger_test
+package redis_test
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testredis"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/ledger/ledgertest"
+	"github.com/mcp-sealer/sealer/ledger/redis"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-func newRedis(t *testing.T, url string) *ledger.Redis {
+func newRedis(t *testing.T, url string) *redis.Ledger {
 	t.Helper()
-	r, err := ledger.NewRedis(ledger.RedisOptions{URL: url, Timeout: 300 * time.Millisecond})
+	r, err := redis.New(redis.Options{URL: url, Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestRedis_UnavailableWithinTimeout(t *testing.T) {
 	t.Logf("refused after %v", time.Since(start))
 }
 
-func TestNewRedis_URLs(t *testing.T) {
+func TestNew_URLs(t *testing.T) {
 	for _, tc := range []struct{ url, err string }{
 		{"redis://127.0.0.1:6379/0", ""},
 		{"rediss://user:secret@127.0.0.1:6380/1", ""},
@@ -81,7 +82,7 @@ func TestNewRedis_URLs(t *testing.T) {
 		{"redis://user:hunter2@127.0.0.1:6379/notanumber", "redis URL"},
 		{"::", "does not parse"},
 	} {
-		r, err := ledger.NewRedis(ledger.RedisOptions{URL: tc.url})
+		r, err := redis.New(redis.Options{URL: tc.url})
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%s: %v", tc.url, err)
@@ -136,7 +137,7 @@ func TestRedis_TLS(t *testing.T) {
 	testredis.Start(t, false, "--tls-port", tlsPort, "--tls-cert-file", cert.CertFile,
 		"--tls-key-file", cert.KeyFile, "--tls-ca-cert-file", ca.CertFile, "--tls-auth-clients", "no")
 
-	r, err := ledger.NewRedis(ledger.RedisOptions{URL: "rediss://" + tlsAddr + "/0", CAFile: ca.CertFile, Timeout: time.Second})
+	r, err := redis.New(redis.Options{URL: "rediss://" + tlsAddr + "/0", CAFile: ca.CertFile, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRedis_TLS(t *testing.T) {
 	}
 
 	other := testpki.NewCA(t, "other")
-	untrusting, err := ledger.NewRedis(ledger.RedisOptions{URL: "rediss://" + tlsAddr + "/0", CAFile: other.CertFile, Timeout: time.Second})
+	untrusting, err := redis.New(redis.Options{URL: "rediss://" + tlsAddr + "/0", CAFile: other.CertFile, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package keys
+// Package vault loads key rings from HashiCorp Vault: the versions of an
+// exportable Transit key ([Transit]) or of a KV v2 secret ([KV]), and keeps a
+// Vault client logged in ([Login]). Each source is a [keys.Source] for a
+// [keys.Refresher]. Only programs that take keys from Vault link it.
+package vault
 
 import (
 	"cmp"
@@ -11,12 +15,14 @@ import (
 	"strconv"
 	"time"
 
-	vault "github.com/hashicorp/vault/api"
+	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/mcp-sealer/sealer/keys"
 )
 
-// ErrVaultDenied means Vault refused the sealer's token (403): it expired,
+// ErrDenied means Vault refused the sealer's token (403): it expired,
 // was revoked, or lacks the policy. A login manager logs in again on it.
-var ErrVaultDenied = errors.New("keys: vault denied access")
+var ErrDenied = errors.New("vault: access denied")
 
 // Transit loads the versions of an exportable Vault Transit key (type
 // aes256-gcm96 or chacha20-poly1305) as master key versions: Vault's version
@@ -25,7 +31,7 @@ var ErrVaultDenied = errors.New("keys: vault denied access")
 // open. Rotation is Vault's: `vault write -f transit/keys/NAME/rotate`, or the
 // key's auto_rotate_period.
 type Transit struct {
-	Client *vault.Client
+	Client *vaultapi.Client
 	// Mount is the Transit mount path, "transit" by default; Name the key.
 	Mount, Name string
 	// Activation is how old a version must be before it seals (see
@@ -34,10 +40,10 @@ type Transit struct {
 	Now        func() time.Time
 }
 
-var _ Source = (*Transit)(nil)
+var _ keys.Source = (*Transit)(nil)
 
-// Load implements Source with two reads: the key's policy, then its export.
-func (t *Transit) Load(ctx context.Context) (*Ring, error) {
+// Load implements keys.Source with two reads: the key's policy, then its export.
+func (t *Transit) Load(ctx context.Context) (*keys.Ring, error) {
 	mount := cmp.Or(t.Mount, "transit")
 	info, err := read(ctx, t.Client, mount+"/keys/"+t.Name, nil)
 	if err != nil {
@@ -62,7 +68,7 @@ func (t *Transit) Load(ctx context.Context) (*Ring, error) {
 	if !ok {
 		return nil, fmt.Errorf("keys: transit key %s: export holds no keys (is it exportable?)", t.Name)
 	}
-	var versions []Key
+	var versions []keys.Key
 	for v, m := range material {
 		id, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -81,7 +87,7 @@ func (t *Transit) Load(ctx context.Context) (*Ring, error) {
 		}
 		versions = append(versions, k)
 	}
-	return Activated(versions, now(t.Now), t.Activation)
+	return keys.Activated(versions, now(t.Now), t.Activation)
 }
 
 // KV loads master key versions from the versions of one Vault KV v2 secret.
@@ -91,7 +97,7 @@ func (t *Transit) Load(ctx context.Context) (*Ring, error) {
 // -custom-metadata=min_version=N`). Deleted and destroyed versions are left
 // out.
 type KV struct {
-	Client *vault.Client
+	Client *vaultapi.Client
 	// Mount is the KV v2 mount path, "secret" by default; Path the secret.
 	Mount, Path string
 	// Activation and Now are as for Transit.
@@ -99,10 +105,10 @@ type KV struct {
 	Now        func() time.Time
 }
 
-var _ Source = (*KV)(nil)
+var _ keys.Source = (*KV)(nil)
 
-// Load implements Source: one read of the metadata, one per live version.
-func (s *KV) Load(ctx context.Context) (*Ring, error) {
+// Load implements keys.Source: one read of the metadata, one per live version.
+func (s *KV) Load(ctx context.Context) (*keys.Ring, error) {
 	mount := cmp.Or(s.Mount, "secret")
 	meta, err := read(ctx, s.Client, mount+"/metadata/"+s.Path, nil)
 	if err != nil {
@@ -120,7 +126,7 @@ func (s *KV) Load(ctx context.Context) (*Ring, error) {
 	if !ok {
 		return nil, fmt.Errorf("keys: kv secret %s: no version list", s.Path)
 	}
-	var versions []Key
+	var versions []keys.Key
 	for v, raw := range list {
 		id, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -154,17 +160,17 @@ func (s *KV) Load(ctx context.Context) (*Ring, error) {
 		}
 		versions = append(versions, k)
 	}
-	return Activated(versions, now(s.Now), s.Activation)
+	return keys.Activated(versions, now(s.Now), s.Activation)
 }
 
 // read reads a Vault path. A missing path, a surprising response or a denial
-// is an error; 403 wraps ErrVaultDenied.
-func read(ctx context.Context, c *vault.Client, path string, query map[string][]string) (map[string]any, error) {
+// is an error; 403 wraps ErrDenied.
+func read(ctx context.Context, c *vaultapi.Client, path string, query map[string][]string) (map[string]any, error) {
 	secret, err := c.Logical().ReadWithDataWithContext(ctx, path, query)
 	if err != nil {
-		var re *vault.ResponseError
+		var re *vaultapi.ResponseError
 		if errors.As(err, &re) && re.StatusCode == http.StatusForbidden {
-			return nil, fmt.Errorf("%w: reading %s", ErrVaultDenied, path)
+			return nil, fmt.Errorf("%w: reading %s", ErrDenied, path)
 		}
 		return nil, fmt.Errorf("keys: vault read %s: %v", path, err)
 	}
@@ -175,17 +181,17 @@ func read(ctx context.Context, c *vault.Client, path string, query map[string][]
 }
 
 // decodeKey turns a base64 string of Vault's into a Key.
-func decodeKey(id uint32, v any, created time.Time) (Key, error) {
+func decodeKey(id uint32, v any, created time.Time) (keys.Key, error) {
 	s, ok := v.(string)
 	if !ok {
-		return Key{}, fmt.Errorf("%w: version %d is not a string", ErrBadKey, id)
+		return keys.Key{}, fmt.Errorf("%w: version %d is not a string", keys.ErrBadKey, id)
 	}
 	material, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return Key{}, fmt.Errorf("%w: version %d is not base64", ErrBadKey, id)
+		return keys.Key{}, fmt.Errorf("%w: version %d is not base64", keys.ErrBadKey, id)
 	}
 	defer clear(material)
-	return NewKey(id, material, created)
+	return keys.NewKey(id, material, created)
 }
 
 func number(data map[string]any, field string) (int64, error) {

@@ -1,4 +1,6 @@
-package ledger
+// Package redis is the one-time ledger of a fleet: every sealer consumes in
+// one Redis (single node, Sentinel or Cluster).
+package redis
 
 import (
 	"context"
@@ -13,27 +15,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // keyPrefix namespaces the ledger's keys in a Redis shared with others.
 const keyPrefix = "sealer:v1:consumed:"
 
-// Redis is the ledger of a fleet: every replica consumes in one Redis (single
+// Ledger is the ledger of a fleet: every replica consumes in one Redis (single
 // node, Sentinel or Cluster) with one atomic SET NX PXAT per one-time state.
-// Any error, timeout or unexpected reply is ErrUnavailable: it never reports
+// Any error, timeout or unexpected reply is ledger.ErrUnavailable: it never reports
 // a state as unconsumed when it cannot tell.
-type Redis struct {
-	client  redis.UniversalClient
+type Ledger struct {
+	client  goredis.UniversalClient
 	timeout time.Duration
 }
 
-var _ Ledger = (*Redis)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
-// RedisOptions configure NewRedis.
-type RedisOptions struct {
+// Options configure New.
+type Options struct {
 	// URL picks the deployment by scheme, with user and password for ACLs:
 	//
 	//	redis://user:pass@host:6379/0            single node
@@ -51,9 +54,9 @@ type RedisOptions struct {
 	Timeout time.Duration
 }
 
-// NewRedis returns a Redis ledger. It does not connect: the first call does,
+// New returns a Redis ledger. It does not connect: the first call does,
 // and Ping checks reachability.
-func NewRedis(o RedisOptions) (*Redis, error) {
+func New(o Options) (*Ledger, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 500 * time.Millisecond
 	}
@@ -80,14 +83,14 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Redis{client: client, timeout: o.Timeout}, nil
+	return &Ledger{client: client, timeout: o.Timeout}, nil
 }
 
 // redisClient builds the universal client for the URL's scheme. The URL
 // gives the addresses, user, password, database and TLS; the timeouts are
 // the ledger's. Retries are off: a retried SET NX whose first attempt landed
 // would report the caller's own consume as someone else's.
-func redisClient(raw, password string, roots *x509.CertPool, timeout time.Duration) (redis.UniversalClient, error) {
+func redisClient(raw, password string, roots *x509.CertPool, timeout time.Duration) (goredis.UniversalClient, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("ledger: redis URL does not parse") // the URL may hold a password: not quoted
@@ -97,14 +100,14 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
 	}
 	u.Scheme = base
-	var o redis.UniversalOptions
+	var o goredis.UniversalOptions
 	switch kind {
 	case "":
-		p, err := redis.ParseURL(u.String())
+		p, err := goredis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o = redis.UniversalOptions{Addrs: []string{p.Addr}, Username: p.Username, Password: p.Password, DB: p.DB, TLSConfig: p.TLSConfig}
+		o = goredis.UniversalOptions{Addrs: []string{p.Addr}, Username: p.Username, Password: p.Password, DB: p.DB, TLSConfig: p.TLSConfig}
 	case "sentinel":
 		q := u.Query()
 		master := q.Get("master")
@@ -113,18 +116,18 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		}
 		q.Del("master")
 		u.RawQuery = q.Encode()
-		p, err := redis.ParseFailoverURL(u.String())
+		p, err := goredis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o = redis.UniversalOptions{Addrs: p.SentinelAddrs, MasterName: master, Username: p.Username, Password: p.Password,
+		o = goredis.UniversalOptions{Addrs: p.SentinelAddrs, MasterName: master, Username: p.Username, Password: p.Password,
 			SentinelUsername: p.SentinelUsername, SentinelPassword: p.SentinelPassword, DB: p.DB, TLSConfig: p.TLSConfig}
 	case "cluster":
-		p, err := redis.ParseClusterURL(u.String())
+		p, err := goredis.ParseClusterURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o = redis.UniversalOptions{Addrs: p.Addrs, IsClusterMode: true, Username: p.Username, Password: p.Password, TLSConfig: p.TLSConfig}
+		o = goredis.UniversalOptions{Addrs: p.Addrs, IsClusterMode: true, Username: p.Username, Password: p.Password, TLSConfig: p.TLSConfig}
 	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 	o.MaxRetries, o.DialerRetries = -1, 1
@@ -137,7 +140,7 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 			o.TLSConfig.RootCAs = roots
 		}
 	}
-	return redis.NewUniversalClient(&o), nil
+	return goredis.NewUniversalClient(&o), nil
 }
 
 // redactErr removes the URL's password from a parser's message.
@@ -154,41 +157,41 @@ func redisKey(tenant string, id sealer.StateID) string {
 	return keyPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(id[:])
 }
 
-// Consume implements Ledger with SET key 1 NX PX ttl, ttl counted from now
+// Consume implements ledger.Ledger with SET key 1 NX PX ttl, ttl counted from now
 // on the sealer's clock and rounded up to the millisecond. A relative expiry
 // does not depend on Redis's clock agreeing with ours, and the entry lives at
 // least until until, since Redis starts counting when the command arrives.
 // An until not in the future is refused: Redis would answer OK to an
 // absolute expiry in the past and store nothing.
-func (r *Redis) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
+func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
 	ttl := time.Until(until)
 	if ttl <= 0 {
-		return errPast
+		return ledger.ErrTooLate
 	}
 	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", redis.SetArgs{Mode: "NX", TTL: ttl}).Result()
+	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result()
 	switch {
-	case errors.Is(err, redis.Nil):
-		return ErrConsumed
+	case errors.Is(err, goredis.Nil):
+		return ledger.ErrConsumed
 	case err != nil:
-		return fmt.Errorf("%w: redis: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 	case res != "OK":
-		return fmt.Errorf("%w: redis answered SET NX with %.20q", ErrUnavailable, res)
+		return fmt.Errorf("%w: redis answered SET NX with %.20q", ledger.ErrUnavailable, res)
 	}
 	return nil
 }
 
 // Ping reports whether Redis answers within the timeout.
-func (r *Redis) Ping(ctx context.Context) error {
+func (r *Ledger) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("%w: redis: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 	}
 	return nil
 }
 
 // Close closes the client's connections.
-func (r *Redis) Close() error { return r.client.Close() }
+func (r *Ledger) Close() error { return r.client.Close() }

@@ -1,4 +1,4 @@
-package ledger_test
+package bolt_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/bolt"
 	"github.com/mcp-sealer/sealer/ledger/ledgertest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-func openBolt(t *testing.T, path string) *ledger.Bolt {
+func openBolt(t *testing.T, path string) *bolt.Ledger {
 	t.Helper()
-	b, err := ledger.OpenBolt(path)
+	b, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestBolt_Conformance(t *testing.T) {
 func TestBolt_R6_ConsumedSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	id := sealer.StateID{1, 2, 3}
-	b, err := ledger.OpenBolt(path)
+	b, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
 func TestBolt_SecondProcessIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	openBolt(t, path)
-	if _, err := ledger.OpenBolt(path); err == nil {
+	if _, err := bolt.Open(path); err == nil {
 		t.Fatal("opened a ledger file held by another handle")
 	}
 }

@@ -1,4 +1,6 @@
-package ledger
+// Package bolt is the embedded one-time ledger: a bbolt file on local disk,
+// for a single sealer process.
+package bolt
 
 import (
 	"bytes"
@@ -7,8 +9,9 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
+	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -20,25 +23,25 @@ var (
 // sweepBatch bounds how many entries one sweep transaction deletes.
 const sweepBatch = 10000
 
-// Bolt is the embedded ledger: a bbolt file on local disk. Each consume is
+// Ledger is the embedded ledger: a bbolt file on local disk. Each consume is
 // committed (fsync) before it returns, so a consumed state stays consumed
 // across a crash or restart. Concurrent consumes are grouped into one
 // transaction. It serves one process; replicas share a Redis ledger instead.
-type Bolt struct {
-	db *bolt.DB
+type Ledger struct {
+	db *bbolt.DB
 }
 
-var _ Ledger = (*Bolt)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
-// OpenBolt opens or creates the ledger file at path. It fails within a
+// Open opens or creates the ledger file at path. It fails within a
 // second if another process holds the file.
-func OpenBolt(path string) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+func Open(path string) (*Ledger, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %v", path, err)
 	}
 	db.MaxBatchDelay = 2 * time.Millisecond
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range [][]byte{idsBucket, expiryBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -50,19 +53,19 @@ func OpenBolt(path string) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("ledger: init %s: %v", path, err)
 	}
-	return &Bolt{db: db}, nil
+	return &Ledger{db: db}, nil
 }
 
 // Close closes the file.
-func (b *Bolt) Close() error { return b.db.Close() }
+func (b *Ledger) Close() error { return b.db.Close() }
 
-// Consume implements Ledger.
-func (b *Bolt) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
+// Consume implements ledger.Ledger.
+func (b *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
 	if !until.After(time.Now()) {
-		return errPast
+		return ledger.ErrTooLate
 	}
 	k := key(tenant, id)
 	var exp [8]byte
@@ -70,7 +73,7 @@ func (b *Bolt) Consume(ctx context.Context, tenant string, id sealer.StateID, un
 	var consumed bool
 	// Batch may run the function more than once, each time in a fresh
 	// transaction; only the run that commits sets the result last.
-	err := b.db.Batch(func(tx *bolt.Tx) error {
+	err := b.db.Batch(func(tx *bbolt.Tx) error {
 		ids := tx.Bucket(idsBucket)
 		if consumed = ids.Get(k) != nil; consumed {
 			return nil
@@ -82,21 +85,21 @@ func (b *Bolt) Consume(ctx context.Context, tenant string, id sealer.StateID, un
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	case consumed:
-		return ErrConsumed
+		return ledger.ErrConsumed
 	}
 	return nil
 }
 
 // Sweep deletes the entries that expired before now and returns how many.
-func (b *Bolt) Sweep(now time.Time) (int, error) {
+func (b *Ledger) Sweep(now time.Time) (int, error) {
 	var cut [8]byte
 	binary.BigEndian.PutUint64(cut[:], uint64(now.UnixMilli()))
 	total := 0
 	for {
 		n := 0
-		err := b.db.Update(func(tx *bolt.Tx) error {
+		err := b.db.Update(func(tx *bbolt.Tx) error {
 			ids, exp := tx.Bucket(idsBucket), tx.Bucket(expiryBucket)
 			var done [][]byte
 			c := exp.Cursor()
@@ -125,9 +128,9 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 }
 
 // Len returns the number of entries held.
-func (b *Bolt) Len() (int, error) {
+func (b *Ledger) Len() (int, error) {
 	n := 0
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		n = tx.Bucket(idsBucket).Stats().KeyN
 		return nil
 	})
@@ -137,7 +140,7 @@ func (b *Bolt) Len() (int, error) {
 // SweepEvery sweeps at the given interval until ctx is done, then returns
 // nil. Each sweep's count and error go to report; a failed sweep is retried
 // at the next tick.
-func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, report func(swept int, err error)) error {
+func (b *Ledger) SweepEvery(ctx context.Context, every time.Duration, report func(swept int, err error)) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -148,4 +151,12 @@ func (b *Bolt) SweepEvery(ctx context.Context, every time.Duration, report func(
 			report(b.Sweep(now))
 		}
 	}
+}
+
+// key is the ledger key of a state: the tenant, length-prefixed, then the id.
+func key(tenant string, id sealer.StateID) []byte {
+	k := make([]byte, 0, 1+len(tenant)+len(id))
+	k = append(k, byte(len(tenant)))
+	k = append(k, tenant...)
+	return append(k, id[:]...)
 }
