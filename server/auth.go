@@ -5,9 +5,13 @@ import (
 	"crypto/x509"
 	"encoding/asn1"
 	"errors"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -213,3 +217,49 @@ type authError struct{ why string }
 
 func (e *authError) Error() string        { return "sealer: unauthenticated: " + e.why }
 func (e *authError) Is(target error) bool { return target == errUnauthenticated }
+
+// newAuthenticator loads TLS files and tenants.
+func newAuthenticator(cfg Config, log *slog.Logger) (*authenticator, *tlsFiles, error) {
+	auth := &authenticator{}
+	var tf *tlsFiles
+	if cfg.TLSCert != "" {
+		var err error
+		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log); err != nil {
+			return nil, nil, err
+		}
+		if cfg.TLSClientCA != "" {
+			auth.clientCAs = tf.pool
+		}
+	}
+	ts := implicitTenants(cfg)
+	if cfg.TenantsFile != "" {
+		var err error
+		if ts, err = loadTenants(cfg.TenantsFile, cfg, cfg.TLSClientCA != ""); err != nil {
+			return nil, nil, err
+		}
+	}
+	auth.tenants.Store(ts)
+	return auth, tf, nil
+}
+
+// reloadOnHangup reloads the tenants file on SIGHUP. A file that does not
+// load is refused and the tenants in force stay.
+func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			ts, err := loadTenants(cfg.TenantsFile, cfg, cfg.TLSClientCA != "")
+			if err != nil {
+				log.Error("tenants reload refused; the previous tenants stay in force", "cause", err.Error())
+				continue
+			}
+			auth.tenants.Store(ts)
+			log.Info("tenants reloaded", "tenants", len(ts.all))
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
 // Config is everything the sealer needs to run. The zero value is not valid;
@@ -118,18 +120,10 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data-dir: empty"))
 	}
-	switch c.Keys {
-	case "file":
-	case "vault-transit":
-		if c.Vault.TransitKey == "" {
-			errs = append(errs, errors.New("keys vault-transit: set --vault-transit-key"))
-		}
-	case "vault-kv":
-		if c.Vault.KVPath == "" {
-			errs = append(errs, errors.New("keys vault-kv: set --vault-kv-path"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("keys %q: want file, vault-transit or vault-kv", c.Keys))
+	if kind, ok := keySources[c.Keys]; !ok {
+		errs = append(errs, fmt.Errorf("keys %q: want one of %s", c.Keys, strings.Join(KeySources(), ", ")))
+	} else if err := kind.check(*c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.KeyPoll < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("key-poll %v: want at least 100ms", c.KeyPoll))
@@ -137,7 +131,7 @@ func (c *Config) Validate() error {
 	if c.KeyActivation < 0 {
 		errs = append(errs, fmt.Errorf("key-activation %v: want 0 (twice key-poll) or more", c.KeyActivation))
 	}
-	if c.Ledger != "embedded" && !strings.HasPrefix(c.Ledger, "redis") {
+	if c.Ledger != "embedded" && !redis.IsURL(c.Ledger) {
 		errs = append(errs, errors.New("ledger: want embedded or a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL"))
 	}
 	if c.LedgerTimeout <= 0 || c.LedgerTimeout > time.Minute {

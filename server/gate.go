@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/tap"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
 // The front doors: both authenticate a caller from its headers and TLS peer
@@ -89,4 +92,46 @@ func (l *sampledLog) log(log *slog.Logger, err error, attrs ...any) {
 func (s *service) grpcAuthenticate(ctx context.Context) (*tenant, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return s.auth.fromGRPC(ctx, md)
+}
+
+// sealerMethods prefixes the methods the interceptor guards.
+var sealerMethods = "/" + sealerv1.Sealer_ServiceDesc.ServiceName + "/"
+
+// unary is the gRPC door's interceptor: the caller was authenticated by the
+// tap before its message was read (a server built without the tap
+// authenticates here), then the call passes the gate.
+func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !strings.HasPrefix(info.FullMethod, sealerMethods) {
+		return handler(ctx, req) // health: open to probes, no tenant
+	}
+	if tenantOf(ctx) == nil {
+		t, err := s.grpcAuthenticate(ctx)
+		if err != nil {
+			return nil, s.refuse("grpc", err)
+		}
+		ctx = context.WithValue(ctx, tenantKey{}, t)
+	}
+	return s.gate(ctx, info.FullMethod, req, handler)
+}
+
+// gate is the one gate of every Seal and Open, gRPC and REST alike, for a
+// caller its front door authenticated (the tenant is in ctx): the server's
+// and the tenant's limits, errors to statuses, metrics and the audit event.
+func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
+	t := tenantOf(ctx)
+	timer := s.metrics.start(method)
+	var resp any
+	err := s.admit()
+	if err == nil {
+		defer s.release()
+		var leave func()
+		if leave, err = t.limiter.enter(); err == nil {
+			resp, err = handler(ctx, req)
+			leave()
+		}
+	}
+	err, reason := toStatus(ctx, s.log, method, err)
+	timer.done(reason)
+	s.audit.record(ctx, t, method, req, resp, reason)
+	return resp, err
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,50 +44,84 @@ type keySource struct {
 	name  string
 }
 
+// keySources are the key sources --keys names, in the one table that both
+// Validate and openKeys read. check reports what the source's part of the
+// configuration lacks; open builds the source, with the tasks that keep it
+// usable and the handler of its failed loads.
+var keySources = map[string]struct {
+	check func(Config) error
+	open  func(context.Context, Config, *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error)
+}{
+	"file":          {check: func(Config) error { return nil }, open: openKeyFile},
+	"vault-transit": {check: needs("vault-transit-key", func(c Config) string { return c.Vault.TransitKey }), open: openVault},
+	"vault-kv":      {check: needs("vault-kv-path", func(c Config) string { return c.Vault.KVPath }), open: openVault},
+}
+
+// KeySources returns the names --keys accepts.
+func KeySources() []string { return slices.Sorted(maps.Keys(keySources)) }
+
+// needs checks that a key source's flag is set.
+func needs(flag string, value func(Config) string) func(Config) error {
+	return func(c Config) error {
+		if value(c) == "" {
+			return fmt.Errorf("keys %s: set --%s", c.Keys, flag)
+		}
+		return nil
+	}
+}
+
 // openKeys builds the configured key source and loads a first ring. A source
 // that cannot load yet (Vault down at start) is not fatal: the refresher
-// keeps trying and readiness stays false until it succeeds.
+// keeps trying and readiness stays false until it succeeds. A broken key
+// file is: it is configuration.
 func openKeys(ctx context.Context, cfg Config, log *slog.Logger) (*keySource, error) {
-	report := func(err error) { log.Warn("key refresh failed", "cause", err.Error()) }
-	ks := &keySource{name: cfg.Keys}
-	var src keys.Source
-	switch cfg.Keys {
-	case "file":
-		path, err := keyFile(cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		src = keys.File{Path: path}
-	case "vault-transit", "vault-kv":
-		client, login, err := vaultClient(cfg.Vault, log)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Keys == "vault-transit" {
-			src = &vault.Transit{Client: client, Mount: cfg.Vault.TransitMount, Name: cfg.Vault.TransitKey, Activation: cfg.activation()}
-		} else {
-			src = &vault.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
-		}
-		report = func(err error) {
-			log.Warn("key refresh failed; serving with the last good keys", "cause", err.Error())
-			if errors.Is(err, vault.ErrDenied) {
-				login.Relogin()
-			}
-		}
-		first, err := login.Login(ctx)
-		if err != nil {
-			log.Warn("vault login failed; retrying", "cause", err.Error())
-		}
-		ks.tasks = append(ks.tasks, func(ctx context.Context) error { return login.Run(ctx, first) })
-	default:
-		return nil, fmt.Errorf("keys %q: want file, vault-transit or vault-kv", cfg.Keys)
+	kind, ok := keySources[cfg.Keys]
+	if !ok {
+		return nil, fmt.Errorf("keys %q: want one of %s", cfg.Keys, strings.Join(KeySources(), ", "))
 	}
-	ks.Refresher = keys.NewRefresher(src, cfg.KeyPoll, report)
+	src, tasks, report, err := kind.open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(src, cfg.KeyPoll, report)}
 	if err := ks.Refresh(ctx); err != nil && cfg.Keys == "file" {
-		return nil, err // a broken key file is a configuration error
+		return nil, err
 	}
-	ks.tasks = append(ks.tasks, ks.Run)
+	ks.tasks = append(tasks, ks.Run)
 	return ks, nil
+}
+
+// openKeyFile opens the key file source.
+func openKeyFile(_ context.Context, cfg Config, log *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error) {
+	path, err := keyFile(cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return keys.File{Path: path}, nil, func(err error) { log.Warn("key refresh failed", "cause", err.Error()) }, nil
+}
+
+// openVault opens a Vault source (Transit or KV v2) with the login that
+// keeps its client authenticated: logged in again when Vault denies it.
+func openVault(ctx context.Context, cfg Config, log *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error) {
+	client, login, err := vaultClient(cfg.Vault, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var src keys.Source = &vault.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
+	if cfg.Keys == "vault-transit" {
+		src = &vault.Transit{Client: client, Mount: cfg.Vault.TransitMount, Name: cfg.Vault.TransitKey, Activation: cfg.activation()}
+	}
+	report := func(err error) {
+		log.Warn("key refresh failed; serving with the last good keys", "cause", err.Error())
+		if errors.Is(err, vault.ErrDenied) {
+			login.Relogin()
+		}
+	}
+	first, err := login.Login(ctx)
+	if err != nil {
+		log.Warn("vault login failed; retrying", "cause", err.Error())
+	}
+	return src, []func(context.Context) error{func(ctx context.Context) error { return login.Run(ctx, first) }}, report, nil
 }
 
 // keyFile returns the configured key file, or the data directory's,

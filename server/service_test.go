@@ -127,11 +127,15 @@ func TestConfig_Validate(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 	for name, mutate := range map[string]func(*Config){
-		"max below min":        func(c *Config) { c.MaxTTL = c.MinTTL / 2 },
-		"default above max":    func(c *Config) { c.DefaultTTL = 2 * c.MaxTTL },
-		"negative skew":        func(c *Config) { c.Skew = -time.Second },
-		"address without port": func(c *Config) { c.GRPCAddr = "localhost" },
-		"no data dir":          func(c *Config) { c.DataDir = "" },
+		"max below min":         func(c *Config) { c.MaxTTL = c.MinTTL / 2 },
+		"default above max":     func(c *Config) { c.DefaultTTL = 2 * c.MaxTTL },
+		"negative skew":         func(c *Config) { c.Skew = -time.Second },
+		"address without port":  func(c *Config) { c.GRPCAddr = "localhost" },
+		"no data dir":           func(c *Config) { c.DataDir = "" },
+		"unknown key source":    func(c *Config) { c.Keys = "hsm" },
+		"transit without a key": func(c *Config) { c.Keys = "vault-transit" },
+		"kv without a path":     func(c *Config) { c.Keys = "vault-kv" },
+		"ledger not a URL":      func(c *Config) { c.Ledger = "redisx://h" },
 	} {
 		c := Defaults()
 		mutate(&c)

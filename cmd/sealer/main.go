@@ -95,7 +95,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "calls served at once; past it RESOURCE_EXHAUSTED (0: unlimited)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
 	fs.StringVar(&cfg.AuditLog, "audit-log", "", "audit events: empty for the service log, or a file (JSON lines)")
-	fs.StringVar(&cfg.Keys, "keys", cfg.Keys, "key source: file, vault-transit or vault-kv")
+	fs.StringVar(&cfg.Keys, "keys", cfg.Keys, "key source: "+strings.Join(server.KeySources(), ", "))
 	fs.DurationVar(&cfg.KeyPoll, "key-poll", cfg.KeyPoll, "how often the key source is read again")
 	fs.DurationVar(&cfg.KeyActivation, "key-activation", cfg.KeyActivation, "how old a new key version must be before it seals (0: twice key-poll)")
 	v := &cfg.Vault

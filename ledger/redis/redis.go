@@ -95,8 +95,8 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 	if err != nil {
 		return nil, errors.New("ledger: redis URL does not parse") // the URL may hold a password: not quoted
 	}
-	base, kind, _ := strings.Cut(u.Scheme, "+")
-	if base != "redis" && base != "rediss" || kind != "" && kind != "sentinel" && kind != "cluster" {
+	base, kind, ok := scheme(u)
+	if !ok {
 		return nil, fmt.Errorf("ledger: redis URL scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
 	}
 	u.Scheme = base
@@ -141,6 +141,25 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		}
 	}
 	return goredis.NewUniversalClient(&o), nil
+}
+
+// IsURL reports whether raw is a URL New accepts the scheme of: redis://,
+// rediss://, redis+sentinel://, redis+cluster:// (and rediss+ for TLS).
+func IsURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	_, _, ok := scheme(u)
+	return ok
+}
+
+// scheme splits a URL's scheme into its base (redis or rediss) and its kind
+// ("", sentinel or cluster).
+func scheme(u *url.URL) (base, kind string, ok bool) {
+	base, kind, _ = strings.Cut(u.Scheme, "+")
+	ok = (base == "redis" || base == "rediss") && (kind == "" || kind == "sentinel" || kind == "cluster")
+	return base, kind, ok
 }
 
 // redactErr removes the URL's password from a parser's message.

@@ -156,3 +156,15 @@ func TestRedis_TLS(t *testing.T) {
 		t.Fatalf("server signed by another CA: got %v, want ErrUnavailable", err)
 	}
 }
+
+func TestIsURL(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"redis://h:6379/0": true, "rediss://u:p@h/0": true, "redis+sentinel://h?master=m": true,
+		"redis+cluster://h?addr=i": true, "rediss+cluster://h": true,
+		"redisx://h": false, "http://h": false, "redis+shard://h": false, "embedded": false, "redis": false, "://": false,
+	} {
+		if got := redis.IsURL(raw); got != want {
+			t.Errorf("IsURL(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

@@ -1,19 +1,16 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc"
-
-	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
-// sealerMethods prefixes the methods the interceptor guards.
-var sealerMethods = "/" + sealerv1.Sealer_ServiceDesc.ServiceName + "/"
+// Limits answer at once, never queue: past them a caller gets a fast
+// RESOURCE_EXHAUSTED instead of a timeout. The server's --max-in-flight
+// bounds the calls served at once; each tenant's limiter its rate and its
+// concurrent calls.
 
 // errExhausted marks a call refused by a tenant's rate or concurrency limit.
 var errExhausted = errors.New("sealer: tenant limit exceeded")
@@ -57,45 +54,6 @@ func (l *limiter) enter() (leave func(), err error) {
 	default:
 		return nil, fmt.Errorf("%w: more than the tenant's concurrent calls", errExhausted)
 	}
-}
-
-// unary is the gRPC door's interceptor: the caller was authenticated by the
-// tap before its message was read (a server built without the tap
-// authenticates here), then the call passes the gate.
-func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !strings.HasPrefix(info.FullMethod, sealerMethods) {
-		return handler(ctx, req) // health: open to probes, no tenant
-	}
-	if tenantOf(ctx) == nil {
-		t, err := s.grpcAuthenticate(ctx)
-		if err != nil {
-			return nil, s.refuse("grpc", err)
-		}
-		ctx = context.WithValue(ctx, tenantKey{}, t)
-	}
-	return s.gate(ctx, info.FullMethod, req, handler)
-}
-
-// gate is the one gate of every Seal and Open, gRPC and REST alike, for a
-// caller its front door authenticated (the tenant is in ctx): the server's
-// and the tenant's limits, errors to statuses, metrics and the audit event.
-func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
-	t := tenantOf(ctx)
-	timer := s.metrics.start(method)
-	var resp any
-	err := s.admit()
-	if err == nil {
-		defer s.release()
-		var leave func()
-		if leave, err = t.limiter.enter(); err == nil {
-			resp, err = handler(ctx, req)
-			leave()
-		}
-	}
-	err, reason := toStatus(ctx, s.log, method, err)
-	timer.done(reason)
-	s.audit.record(ctx, t, method, req, resp, reason)
-	return resp, err
 }
 
 // enterDemand admits a call to wait for an on-demand key refresh, counted
