@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -32,14 +33,16 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// Errors of the sealer service that have no sentinel in the core: the core's
-// own (sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch,
-// sealer.ErrRequestMismatch) and the ledger's (ledger.ErrConsumed,
-// ledger.ErrUnavailable) are returned for the other reasons, so that
-// errors.Is reads the same in process and over the network.
+// Errors of the sealer service. Where the core or the ledger has a sentinel
+// for a reason (sealer.ErrInvalid, sealer.ErrExpired,
+// sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch, sealer.ErrArgument,
+// ledger.ErrConsumed, ledger.ErrUnavailable), the error matches it, so that
+// errors.Is reads the same in process and over the network; these are for
+// the others.
 var (
 	// ErrInvalidArgument means the sealer refused the request as malformed.
-	ErrInvalidArgument = errors.New("sealer: invalid argument")
+	// It is sealer.ErrArgument, which the core returns for the same.
+	ErrInvalidArgument = sealer.ErrArgument
 	// ErrUnauthenticated means the sealer did not accept the credentials.
 	ErrUnauthenticated = errors.New("sealer: unauthenticated")
 	// ErrResourceExhausted means a tenant limit was hit; retry later.
@@ -48,17 +51,19 @@ var (
 	ErrKeysUnavailable = errors.New("sealer: no keys loaded yet")
 )
 
-var reasons = map[string]error{
-	"INVALID_STATE":      sealer.ErrInvalid,
-	"EXPIRED":            sealer.ErrExpired,
-	"PRINCIPAL_MISMATCH": sealer.ErrPrincipalMismatch,
-	"REQUEST_MISMATCH":   sealer.ErrRequestMismatch,
-	"ALREADY_CONSUMED":   ledger.ErrConsumed,
-	"LEDGER_UNAVAILABLE": ledger.ErrUnavailable,
-	"INVALID_ARGUMENT":   ErrInvalidArgument,
-	"UNAUTHENTICATED":    ErrUnauthenticated,
-	"RESOURCE_EXHAUSTED": ErrResourceExhausted,
-	"KEYS_UNAVAILABLE":   ErrKeysUnavailable,
+// reasons map the sealer's error reasons to sentinels. REASON_INTERNAL has
+// none: the sealer failed, and the error only wraps the status.
+var reasons = map[sealerv1.Reason]error{
+	sealerv1.Reason_REASON_INVALID_STATE:      sealer.ErrInvalid,
+	sealerv1.Reason_REASON_EXPIRED:            sealer.ErrExpired,
+	sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: sealer.ErrPrincipalMismatch,
+	sealerv1.Reason_REASON_REQUEST_MISMATCH:   sealer.ErrRequestMismatch,
+	sealerv1.Reason_REASON_ALREADY_CONSUMED:   ledger.ErrConsumed,
+	sealerv1.Reason_REASON_LEDGER_UNAVAILABLE: ledger.ErrUnavailable,
+	sealerv1.Reason_REASON_INVALID_ARGUMENT:   ErrInvalidArgument,
+	sealerv1.Reason_REASON_UNAUTHENTICATED:    ErrUnauthenticated,
+	sealerv1.Reason_REASON_RESOURCE_EXHAUSTED: ErrResourceExhausted,
+	sealerv1.Reason_REASON_KEYS_UNAVAILABLE:   ErrKeysUnavailable,
 }
 
 // Rejected reports whether err means the state must be refused to the MCP
@@ -151,7 +156,10 @@ func (b Binding) proto() (*sealerv1.Binding, error) {
 		return &sealerv1.Binding{Digest: b.Digest}, nil
 	}
 	d, err := b.RequestDigest()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrInvalidArgument):
+		return nil, err // the core's message already says so
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return &sealerv1.Binding{Digest: d[:]}, nil
@@ -245,17 +253,23 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 }
 
 // fromStatus maps a status with an ErrorInfo reason to its sentinel, keeping
-// the status's message.
+// the status and its message.
 func fromStatus(err error) error {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if sentinel, ok := reasons[info.Reason]; ok {
+			if sentinel, ok := reasons[parseReason(info.Reason)]; ok {
 				return &reasonError{sentinel: sentinel, status: st}
 			}
 		}
 	}
 	return fmt.Errorf("sealer: %w", err)
+}
+
+// parseReason reads an ErrorInfo reason as the sealer sends it: the name of
+// a Reason without its REASON_ prefix. Anything else is REASON_UNSPECIFIED.
+func parseReason(s string) sealerv1.Reason {
+	return sealerv1.Reason(sealerv1.Reason_value["REASON_"+s])
 }
 
 // reasonError is a sealer error: errors.Is matches its sentinel, and
@@ -265,6 +279,22 @@ type reasonError struct {
 	status   *status.Status
 }
 
-func (e *reasonError) Error() string              { return e.sentinel.Error() }
+// Error is the sentinel's text, then what the sealer's message adds to it,
+// said once: "sealer: invalid argument: invalid request: empty principal"
+// for the message "sealer: invalid request: empty principal".
+func (e *reasonError) Error() string {
+	s, msg := e.sentinel.Error(), e.status.Message()
+	switch {
+	case msg == s || strings.HasPrefix(msg, s+": "):
+		return msg
+	case msg == "":
+		return s
+	}
+	if pkg, _, ok := strings.Cut(s, ": "); ok {
+		msg = strings.TrimPrefix(msg, pkg+": ") // "sealer: invalid request: ..."
+	}
+	return s + ": " + msg
+}
+
 func (e *reasonError) Unwrap() error              { return e.sentinel }
 func (e *reasonError) GRPCStatus() *status.Status { return e.status }

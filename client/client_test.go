@@ -1,34 +1,72 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server"
 )
 
+// wire is a reason as the sealer sends it (server.reasonText).
+func wire(r sealerv1.Reason) string { return strings.TrimPrefix(r.String(), "REASON_") }
+
+// Every reason the sealer sends comes back as its sentinel, with the gRPC
+// status kept; the five that refuse a state are Rejected.
 func TestFromStatus(t *testing.T) {
-	for reason, want := range reasons {
-		st, _ := status.New(codes.InvalidArgument, "m").WithDetails(&errdetails.ErrorInfo{Reason: reason})
-		err := fromStatus(st.Err())
-		if !errors.Is(err, want) {
-			t.Errorf("%s: got %v, want %v", reason, err, want)
+	rejected := map[sealerv1.Reason]bool{
+		sealerv1.Reason_REASON_INVALID_STATE: true, sealerv1.Reason_REASON_EXPIRED: true,
+		sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: true, sealerv1.Reason_REASON_REQUEST_MISMATCH: true,
+		sealerv1.Reason_REASON_ALREADY_CONSUMED: true,
+	}
+	values := sealerv1.Reason(0).Descriptor().Values()
+	for i := range values.Len() {
+		r := sealerv1.Reason(values.Get(i).Number())
+		if r == sealerv1.Reason_REASON_UNSPECIFIED {
+			continue
 		}
-		if s, ok := status.FromError(err); !ok || s.Code() != codes.InvalidArgument {
-			t.Errorf("%s: the gRPC status is lost", reason)
-		}
-		rejected := reason == "INVALID_STATE" || reason == "EXPIRED" || reason == "PRINCIPAL_MISMATCH" ||
-			reason == "REQUEST_MISMATCH" || reason == "ALREADY_CONSUMED"
-		if Rejected(err) != rejected {
-			t.Errorf("%s: Rejected %v, want %v", reason, Rejected(err), rejected)
+		t.Run(wire(r), func(t *testing.T) {
+			err := fromStatus(mustStatus(t, codes.InvalidArgument, wire(r), "m"))
+			want, ok := reasons[r]
+			switch {
+			case r == sealerv1.Reason_REASON_INTERNAL:
+				if ok || errors.As(err, new(*reasonError)) {
+					t.Errorf("got %v, want no sentinel", err)
+				}
+			case !ok:
+				t.Fatal("no sentinel for a reason the sealer sends")
+			case !errors.Is(err, want):
+				t.Errorf("got %v, want %v", err, want)
+			}
+			switch s, ok := status.FromError(err); {
+			case !ok || s.Code() != codes.InvalidArgument:
+				t.Errorf("the gRPC status is lost: got %v", s)
+			case reasons[r] != nil && s.Message() != "m":
+				t.Errorf("the status's message: got %q, want m", s.Message())
+			}
+			if Rejected(err) != rejected[r] {
+				t.Errorf("Rejected %v, want %v", Rejected(err), rejected[r])
+			}
+		})
+	}
+	for _, reason := range []string{"", "OK", "UNSPECIFIED", "REASON_EXPIRED", "expired", "SOMETHING_NEW"} {
+		if err := fromStatus(mustStatus(t, codes.FailedPrecondition, reason, "m")); errors.As(err, new(*reasonError)) || status.Code(err) != codes.FailedPrecondition {
+			t.Errorf("reason %q: got %v, want the status as it is", reason, err)
 		}
 	}
 	if err := fromStatus(status.Error(codes.Unavailable, "connection refused")); Rejected(err) || errors.Is(err, ledger.ErrUnavailable) {
@@ -36,13 +74,122 @@ func TestFromStatus(t *testing.T) {
 	} else if status.Code(err) != codes.Unavailable {
 		t.Errorf("a transport error lost its code: %v", status.Code(err))
 	}
-	if !errors.Is(fromStatus(mustStatus(t, "EXPIRED")), sealer.ErrExpired) {
-		t.Error("EXPIRED does not match sealer.ErrExpired")
+}
+
+// errors.Is reads the same over the network as in process: each reason
+// matches the sentinel the core or the ledger returns for it.
+func TestFromStatus_CoreSentinels(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   error
+	}{
+		{"INVALID_STATE", sealer.ErrInvalid},
+		{"EXPIRED", sealer.ErrExpired},
+		{"PRINCIPAL_MISMATCH", sealer.ErrPrincipalMismatch},
+		{"REQUEST_MISMATCH", sealer.ErrRequestMismatch},
+		{"ALREADY_CONSUMED", ledger.ErrConsumed},
+		{"LEDGER_UNAVAILABLE", ledger.ErrUnavailable},
+		{"INVALID_ARGUMENT", sealer.ErrArgument},
+		{"INVALID_ARGUMENT", ErrInvalidArgument},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			if err := fromStatus(mustStatus(t, codes.FailedPrecondition, tc.reason, "m")); !errors.Is(err, tc.want) {
+				t.Errorf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if !errors.Is(ErrInvalidArgument, sealer.ErrArgument) {
+		t.Error("ErrInvalidArgument does not match sealer.ErrArgument")
 	}
 }
 
-func mustStatus(t *testing.T, reason string) error {
-	st, err := status.New(codes.FailedPrecondition, "m").WithDetails(&errdetails.ErrorInfo{Reason: reason})
+// The error says what the sealer said, once: its sentinel's text, then what
+// the message adds.
+func TestReasonError_Message(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason, msg, want string
+	}{
+		{"the sentinel's text", "EXPIRED", "sealer: state expired", "sealer: state expired"},
+		{"the ledger's text", "ALREADY_CONSUMED", "ledger: state already consumed", "ledger: state already consumed"},
+		{"no message", "KEYS_UNAVAILABLE", "", "sealer: no keys loaded yet"},
+		{"the sentinel's text and more", "INVALID_ARGUMENT", "sealer: invalid argument: empty principal", "sealer: invalid argument: empty principal"},
+		{"another text of the sealer", "INVALID_ARGUMENT", "sealer: invalid request: ttl 1h0m0s outside [1s, 10m0s]", "sealer: invalid argument: invalid request: ttl 1h0m0s outside [1s, 10m0s]"},
+		{"a text of the gateway", "INVALID_ARGUMENT", `proto: unknown field "x"`, `sealer: invalid argument: proto: unknown field "x"`},
+		{"why unauthenticated", "UNAUTHENTICATED", "sealer: unauthenticated: unknown bearer token", "sealer: unauthenticated: unknown bearer token"},
+		{"which limit", "RESOURCE_EXHAUSTED", "sealer: tenant limit exceeded: more than the tenant's concurrent calls", "sealer: tenant limit exceeded: more than the tenant's concurrent calls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fromStatus(mustStatus(t, codes.InvalidArgument, tc.reason, tc.msg)).Error(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Against a real sealer: the reasons it sends come back as the sentinels,
+// with its messages.
+func TestClient_ErrorsFromTheSealer(t *testing.T) {
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := server.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	sc, err := Dial(s.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+
+	call := ToolCall("get_weather", []byte(`{"location":"Paris"}`))
+	state, _, err := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, Payload: []byte("p"), TTL: time.Minute, OneTime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, errSealEmpty := sc.Seal(ctx, SealRequest{Request: call, TTL: time.Minute})
+	_, errOpenEmpty := sc.Open(ctx, OpenRequest{State: state, Request: call})
+	forged := []byte(state)
+	if i := len(forged) / 2; forged[i] == 'A' {
+		forged[i] = 'B'
+	} else {
+		forged[i] = 'A'
+	}
+	_, errForged := sc.Open(ctx, OpenRequest{State: string(forged), Principal: "alice", Request: call})
+	_, errMallory := sc.Open(ctx, OpenRequest{State: state, Principal: "mallory", Request: call})
+	_, errOther := sc.Open(ctx, OpenRequest{State: state, Principal: "alice", Request: ToolCall("get_weather", []byte(`{"location":"Oslo"}`))})
+	if _, err := sc.Open(ctx, OpenRequest{State: state, Principal: "alice", Request: call}); err != nil {
+		t.Fatal(err)
+	}
+	_, errAgain := sc.Open(ctx, OpenRequest{State: state, Principal: "alice", Request: call})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+		text string
+	}{
+		{"seal without a principal", errSealEmpty, sealer.ErrArgument, "sealer: invalid argument: empty principal"},
+		{"open without a principal", errOpenEmpty, ErrInvalidArgument, "sealer: invalid argument: invalid request: empty principal"},
+		{"forged", errForged, sealer.ErrInvalid, "sealer: invalid state"},
+		{"another principal", errMallory, sealer.ErrPrincipalMismatch, "sealer: state issued to another principal"},
+		{"another request", errOther, sealer.ErrRequestMismatch, "sealer: state issued for another request"},
+		{"opened twice", errAgain, ledger.ErrConsumed, "ledger: state already consumed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, tc.want) || tc.err.Error() != tc.text {
+				t.Errorf("got %v, want %v saying %q", tc.err, tc.want, tc.text)
+			}
+		})
+	}
+}
+
+func mustStatus(t *testing.T, code codes.Code, reason, msg string) error {
+	t.Helper()
+	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "sealer.mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}

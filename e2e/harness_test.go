@@ -224,6 +224,9 @@ func reasonOf(t *testing.T, st *status.Status) string {
 	t.Helper()
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if sealerv1.Reason_value["REASON_"+info.Reason] == 0 { // the wire drops the prefix
+				t.Errorf("reason %q is no value of the enum sealer.v1.Reason", info.Reason)
+			}
 			return info.Reason
 		}
 	}

@@ -28,6 +28,107 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Reason is why a call failed: the reason of the google.rpc.ErrorInfo
+// (domain sealer.mcp) in the status details, over gRPC and in the gateway's
+// JSON alike. It is sent as the value's name without the REASON_ prefix
+// (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
+// never sent. The README's error table gives the gRPC code and HTTP status
+// of each.
+type Reason int32
+
+const (
+	// Not a reason; never sent.
+	Reason_REASON_UNSPECIFIED Reason = 0
+	// The requestState is not an authentic state of this sealer: mangled,
+	// truncated, forged, sealed with an unknown or retired key, or by another
+	// tenant.
+	Reason_REASON_INVALID_STATE Reason = 1
+	// The state is authentic, but past its expiry (plus the allowed skew).
+	Reason_REASON_EXPIRED Reason = 2
+	// The state is authentic, but was issued to another principal.
+	Reason_REASON_PRINCIPAL_MISMATCH Reason = 3
+	// The state is authentic, but was issued for another request (method,
+	// tool, prompt, uri or arguments).
+	Reason_REASON_REQUEST_MISMATCH Reason = 4
+	// The state is one-time and was opened before.
+	Reason_REASON_ALREADY_CONSUMED Reason = 5
+	// The one-time ledger could not answer, so the open is refused (fail
+	// closed); retrying later is safe.
+	Reason_REASON_LEDGER_UNAVAILABLE Reason = 6
+	// The request is malformed: no principal, an unsupported method, bad JSON,
+	// an unknown field, a TTL out of range, an oversize payload or principal.
+	Reason_REASON_INVALID_ARGUMENT Reason = 7
+	// No key ring is loaded yet (a replica started while its key source was
+	// unreachable); retry.
+	Reason_REASON_KEYS_UNAVAILABLE Reason = 8
+	// The credentials are missing or not accepted.
+	Reason_REASON_UNAUTHENTICATED Reason = 9
+	// Over the tenant's rate or concurrency limit, or the server's limit of
+	// calls in flight; refused at once, retry with backoff.
+	Reason_REASON_RESOURCE_EXHAUSTED Reason = 10
+	// The sealer failed; the message says no more.
+	Reason_REASON_INTERNAL Reason = 11
+)
+
+// Enum value maps for Reason.
+var (
+	Reason_name = map[int32]string{
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_INVALID_STATE",
+		2:  "REASON_EXPIRED",
+		3:  "REASON_PRINCIPAL_MISMATCH",
+		4:  "REASON_REQUEST_MISMATCH",
+		5:  "REASON_ALREADY_CONSUMED",
+		6:  "REASON_LEDGER_UNAVAILABLE",
+		7:  "REASON_INVALID_ARGUMENT",
+		8:  "REASON_KEYS_UNAVAILABLE",
+		9:  "REASON_UNAUTHENTICATED",
+		10: "REASON_RESOURCE_EXHAUSTED",
+		11: "REASON_INTERNAL",
+	}
+	Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":        0,
+		"REASON_INVALID_STATE":      1,
+		"REASON_EXPIRED":            2,
+		"REASON_PRINCIPAL_MISMATCH": 3,
+		"REASON_REQUEST_MISMATCH":   4,
+		"REASON_ALREADY_CONSUMED":   5,
+		"REASON_LEDGER_UNAVAILABLE": 6,
+		"REASON_INVALID_ARGUMENT":   7,
+		"REASON_KEYS_UNAVAILABLE":   8,
+		"REASON_UNAUTHENTICATED":    9,
+		"REASON_RESOURCE_EXHAUSTED": 10,
+		"REASON_INTERNAL":           11,
+	}
+)
+
+func (x Reason) Enum() *Reason {
+	p := new(Reason)
+	*p = x
+	return p
+}
+
+func (x Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_sealer_v1_sealer_proto_enumTypes[0].Descriptor()
+}
+
+func (Reason) Type() protoreflect.EnumType {
+	return &file_sealer_v1_sealer_proto_enumTypes[0]
+}
+
+func (x Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reason.Descriptor instead.
+func (Reason) EnumDescriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{0}
+}
+
 // Binding names the MCP request a state is bound to: either the method and
 // params as the MCP server received them, or a digest of the caller's own.
 type Binding struct {
@@ -386,7 +487,21 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x127\n" +
 	"\tissued_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bissuedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2z\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*\xd0\x02\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14REASON_INVALID_STATE\x10\x01\x12\x12\n" +
+	"\x0eREASON_EXPIRED\x10\x02\x12\x1d\n" +
+	"\x19REASON_PRINCIPAL_MISMATCH\x10\x03\x12\x1b\n" +
+	"\x17REASON_REQUEST_MISMATCH\x10\x04\x12\x1b\n" +
+	"\x17REASON_ALREADY_CONSUMED\x10\x05\x12\x1d\n" +
+	"\x19REASON_LEDGER_UNAVAILABLE\x10\x06\x12\x1b\n" +
+	"\x17REASON_INVALID_ARGUMENT\x10\a\x12\x1b\n" +
+	"\x17REASON_KEYS_UNAVAILABLE\x10\b\x12\x1a\n" +
+	"\x16REASON_UNAUTHENTICATED\x10\t\x12\x1d\n" +
+	"\x19REASON_RESOURCE_EXHAUSTED\x10\n" +
+	"\x12\x13\n" +
+	"\x0fREASON_INTERNAL\x10\v2z\n" +
 	"\x06Sealer\x127\n" +
 	"\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x127\n" +
 	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
@@ -403,29 +518,31 @@ func file_sealer_v1_sealer_proto_rawDescGZIP() []byte {
 	return file_sealer_v1_sealer_proto_rawDescData
 }
 
+var file_sealer_v1_sealer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sealer_v1_sealer_proto_goTypes = []any{
-	(*Binding)(nil),               // 0: sealer.v1.Binding
-	(*SealRequest)(nil),           // 1: sealer.v1.SealRequest
-	(*SealResponse)(nil),          // 2: sealer.v1.SealResponse
-	(*OpenRequest)(nil),           // 3: sealer.v1.OpenRequest
-	(*OpenResponse)(nil),          // 4: sealer.v1.OpenResponse
-	(*structpb.Struct)(nil),       // 5: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(Reason)(0),                   // 0: sealer.v1.Reason
+	(*Binding)(nil),               // 1: sealer.v1.Binding
+	(*SealRequest)(nil),           // 2: sealer.v1.SealRequest
+	(*SealResponse)(nil),          // 3: sealer.v1.SealResponse
+	(*OpenRequest)(nil),           // 4: sealer.v1.OpenRequest
+	(*OpenResponse)(nil),          // 5: sealer.v1.OpenResponse
+	(*structpb.Struct)(nil),       // 6: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_sealer_v1_sealer_proto_depIdxs = []int32{
-	5, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
-	0, // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
-	6, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
-	7, // 3: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0, // 4: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
-	7, // 5: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
-	7, // 6: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1, // 7: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
-	3, // 8: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
-	2, // 9: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
-	4, // 10: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
+	6, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
+	1, // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
+	7, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
+	8, // 3: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1, // 4: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
+	8, // 5: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
+	8, // 6: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	2, // 7: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
+	4, // 8: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
+	3, // 9: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
+	5, // 10: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
 	9, // [9:11] is the sub-list for method output_type
 	7, // [7:9] is the sub-list for method input_type
 	7, // [7:7] is the sub-list for extension type_name
@@ -443,13 +560,14 @@ func file_sealer_v1_sealer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sealer_v1_sealer_proto_rawDesc), len(file_sealer_v1_sealer_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sealer_v1_sealer_proto_goTypes,
 		DependencyIndexes: file_sealer_v1_sealer_proto_depIdxs,
+		EnumInfos:         file_sealer_v1_sealer_proto_enumTypes,
 		MessageInfos:      file_sealer_v1_sealer_proto_msgTypes,
 	}.Build()
 	File_sealer_v1_sealer_proto = out.File

@@ -32,9 +32,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Sealer seals a requestState for an MCP server and opens it when the
-// client retries. Errors carry a google.rpc.ErrorInfo whose reason is one of
-// INVALID_STATE, EXPIRED, PRINCIPAL_MISMATCH, REQUEST_MISMATCH,
-// ALREADY_CONSUMED, LEDGER_UNAVAILABLE, INVALID_ARGUMENT.
+// client retries. The errors it makes carry a google.rpc.ErrorInfo (domain
+// sealer.mcp) whose reason names a value of the enum Reason in
+// sealer/v1/sealer.proto without its REASON_ prefix, such as EXPIRED; the
+// README's error table lists them with their gRPC codes and HTTP statuses.
 type SealerClient interface {
 	// Seal returns a requestState bound to the principal and request, carrying
 	// the payload until the TTL runs out.
@@ -77,9 +78,10 @@ func (c *sealerClient) Open(ctx context.Context, in *OpenRequest, opts ...grpc.C
 // for forward compatibility.
 //
 // Sealer seals a requestState for an MCP server and opens it when the
-// client retries. Errors carry a google.rpc.ErrorInfo whose reason is one of
-// INVALID_STATE, EXPIRED, PRINCIPAL_MISMATCH, REQUEST_MISMATCH,
-// ALREADY_CONSUMED, LEDGER_UNAVAILABLE, INVALID_ARGUMENT.
+// client retries. The errors it makes carry a google.rpc.ErrorInfo (domain
+// sealer.mcp) whose reason names a value of the enum Reason in
+// sealer/v1/sealer.proto without its REASON_ prefix, such as EXPIRED; the
+// README's error table lists them with their gRPC codes and HTTP statuses.
 type SealerServer interface {
 	// Seal returns a requestState bound to the principal and request, carrying
 	// the payload until the TTL runs out.
