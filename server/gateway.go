@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	sealergw "github.com/mcp-sealer/sealer/gen/gateway/sealer/v1"
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
@@ -36,7 +37,7 @@ func (s *service) httpHandler(ctx context.Context, ready func(context.Context) e
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
 	)
-	if err := sealerv1.RegisterSealerHandlerServer(ctx, gw, restService{s: s}); err != nil {
+	if err := sealergw.RegisterSealerHandlerServer(ctx, gw, restService{s: s}); err != nil {
 		return nil, err
 	}
 	writeErr := func(w http.ResponseWriter, r *http.Request, err error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	extSealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/grpclog"
@@ -35,9 +36,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshaler, client SealerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshaler, client extSealerv1.SealerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq SealRequest
+		protoReq extSealerv1.SealRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -50,9 +51,9 @@ func request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshaler, cli
 	return msg, metadata, err
 }
 
-func local_request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshaler, server SealerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshaler, server extSealerv1.SealerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq SealRequest
+		protoReq extSealerv1.SealRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -62,9 +63,9 @@ func local_request_Sealer_Seal_0(ctx context.Context, marshaler runtime.Marshale
 	return msg, metadata, err
 }
 
-func request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshaler, client SealerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshaler, client extSealerv1.SealerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq OpenRequest
+		protoReq extSealerv1.OpenRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -77,9 +78,9 @@ func request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshaler, cli
 	return msg, metadata, err
 }
 
-func local_request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshaler, server SealerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshaler, server extSealerv1.SealerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq OpenRequest
+		protoReq extSealerv1.OpenRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -94,7 +95,7 @@ func local_request_Sealer_Open_0(ctx context.Context, marshaler runtime.Marshale
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterSealerHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterSealerHandlerServer(ctx context.Context, mux *runtime.ServeMux, server SealerServer) error {
+func RegisterSealerHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extSealerv1.SealerServer) error {
 	mux.Handle(http.MethodPost, pattern_Sealer_Seal_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -166,15 +167,15 @@ func RegisterSealerHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMu
 // RegisterSealerHandler registers the http handlers for service Sealer to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterSealerHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterSealerHandlerClient(ctx, mux, NewSealerClient(conn))
+	return RegisterSealerHandlerClient(ctx, mux, extSealerv1.NewSealerClient(conn))
 }
 
 // RegisterSealerHandlerClient registers the http handlers for service Sealer
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "SealerClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "SealerClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extSealerv1.SealerClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extSealerv1.SealerClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "SealerClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterSealerHandlerClient(ctx context.Context, mux *runtime.ServeMux, client SealerClient) error {
+// "extSealerv1.SealerClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterSealerHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extSealerv1.SealerClient) error {
 	mux.Handle(http.MethodPost, pattern_Sealer_Seal_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
