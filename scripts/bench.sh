@@ -4,9 +4,9 @@
 # Redis and sealers on loopback ports, runs cmd/sealer-load, and writes the
 # tables, timelines and the soak plot into bench-results/<time>/.
 #
-#   scripts/bench.sh            everything (about 35 minutes)
+#   scripts/bench.sh            everything (about 40 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
-#   ONLY=side-by-side scripts/bench.sh   section 1 alone (about 9 minutes)
+#   ONLY=side-by-side scripts/bench.sh   sections 0 and 1 alone (about 14 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -56,6 +56,11 @@ start_sealer() {
 }
 
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+
+# --- 0. The core in process -----------------------------------------------
+step "core: Seal and Open in process (go test -bench, 3 runs)"
+go test ./sealer/ -run XXX -bench . -benchtime 1s -count 3 | tee "$out/core.txt"
+go test ./server/ -run XXX -bench BindingDigest -benchtime 1s -count 3 | tee -a "$out/core.txt"
 
 # --- Vault, keys and Redis -------------------------------------------------
 VAULT_PORT=$(free_port)
@@ -107,6 +112,14 @@ printf 'tenants:\n  bench:\n    tokens: ["sha256:%s"]\n' "$(printf %s "$token" |
 start_sealer tls "${vault_keys[@]}" --tls-cert "$out/tls.pem" --tls-key "$out/tls-key.pem" --tenants "$out/tenants.yaml"
 "$load" -targets "$tls_GRPC" -tls-ca "$out/tls.pem" -token "$token" -c 1,16,64 -d 8s -warmup 2s -repeat 3 -ops seal-open,health | tee "$out/tls.md"
 kill "$tls_PID"
+
+# --- 1b. One-time opens (Redis ledger) beside ordinary opens --------------
+step "one-time Open with the Redis ledger (AOF, fsync always) beside ordinary Open"
+start_sealer onetimeredis "${vault_keys[@]}" --ledger "redis://127.0.0.1:$REDIS_PORT/0"
+"$load" -targets "$onetimeredis_GRPC" -c 1,16,64 -d 8s -warmup 2s -repeat 3 -ops open,open-onetime -pool-rate 15000 |
+  tee "$out/onetime.md"
+kill "$onetimeredis_PID"
+redis-cli -p "$REDIS_PORT" flushall >/dev/null
 
 # --- 2. Rotation under load ------------------------------------------------
 step "rotation: 5 Transit rotations during 60 s across 3 replicas"
