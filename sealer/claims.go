@@ -17,6 +17,13 @@ type StateID [16]byte
 // String returns the id in hex.
 func (id StateID) String() string { return hex.EncodeToString(id[:]) }
 
+// MaxUnixMilli is the latest time a state carries, in milliseconds since the
+// Unix epoch: 9999-12-31T23:59:59.999Z, the last millisecond that RFC 3339
+// and google.protobuf.Timestamp can express. Seal refuses claims past it, and
+// Open finds a state that carries a time past it invalid (FORMAT.md,
+// "Plaintext and claims").
+const MaxUnixMilli = 253402300799999
+
 // Claims are what a state asserts about itself.
 type Claims struct {
 	// Principal is the authenticated user the state is issued to: 1 byte to
@@ -24,7 +31,8 @@ type Claims struct {
 	Principal string
 	// Request is the digest of the originating request.
 	Request Digest
-	// IssuedAt and ExpiresAt bound the state's life, to the millisecond.
+	// IssuedAt and ExpiresAt bound the state's life, to the millisecond:
+	// from the Unix epoch to MaxUnixMilli, ExpiresAt after IssuedAt.
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 	// OneTime marks a state the caller must consume at most once (R6).
@@ -32,21 +40,26 @@ type Claims struct {
 }
 
 // Expired reports whether a state with these claims is past its acceptance
-// window at now: later than ExpiresAt + skew, to the millisecond (FORMAT.md,
-// "Opening", step 7).
+// window at now: later than ExpiresAt + skew, both in whole milliseconds
+// (FORMAT.md, "Opening", step 7). A negative skew counts as zero. It compares
+// times, not sums of integers, so no now and no skew overflow it.
 func (c Claims) Expired(now time.Time, skew time.Duration) bool {
-	return now.UnixMilli() > c.ExpiresAt.UnixMilli()+skew.Milliseconds()
+	last := c.ExpiresAt.Truncate(time.Millisecond).Add(max(skew, 0).Truncate(time.Millisecond))
+	return !now.Before(last.Add(time.Millisecond)) // time.Time.Add saturates
 }
 
 // Expect is what the caller of Open knows about the retry it is serving.
 type Expect struct {
-	// Principal is the authenticated principal of the retry.
+	// Principal is the authenticated principal of the retry. Open does not
+	// check its length: one that Seal refuses (empty, over MaxPrincipal)
+	// matches no state, ErrPrincipalMismatch.
 	Principal string
 	// Request is the digest of the retry (RequestDigest of its params).
 	Request Digest
 	// Skew is the allowance for clock differences between the replica that
 	// sealed and the one that opens: a state opens until ExpiresAt + Skew.
-	// DefaultSkew is the recommended value; zero allows none.
+	// DefaultSkew is the recommended value; zero allows none, and so does
+	// a negative skew: it never shortens a state's life.
 	Skew time.Duration
 }
 

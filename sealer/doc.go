@@ -20,4 +20,11 @@
 // [RequestDigest] binds a state to the MCP request that produced it, so that
 // the retry of that request (with _meta, inputResponses and requestState
 // added) opens it and any other request does not.
+//
+// # Test vectors
+//
+// testdata/vectors.json holds vectors for other implementations of
+// FORMAT.md, intermediate values included (schema: testdata/README.md).
+// go test -run TestVectors -update rewrites it; without -update the test
+// fails if the file is stale.
 package sealer

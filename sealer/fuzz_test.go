@@ -13,17 +13,19 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// FuzzOpen checks that Open never panics, fails only with its sentinels, and
-// accepts nothing but the states that were sealed (R1, R2). The sealed states
-// are the committed vectors, so that every fuzzing process knows the same ones.
+// FuzzOpen checks that Open never panics, returns nothing with an error,
+// finds every string but the states that were sealed invalid (R1, R2), and
+// agrees with the opener written from FORMAT.md alone (spec_test.go). The sealed states
+// are the committed seal vectors, so that every fuzzing process knows the same
+// ones; the opening vectors seed the corpus.
 func FuzzOpen(f *testing.F) {
 	v := loadVectors(f)
 	ring := vectorRing(f, v)
 	sealed := map[string]bool{}
-	for _, s := range v.States {
-		if s.Want == "ok" {
-			sealed[s.State] = true
-		}
+	for _, s := range v.Seal {
+		sealed[s.State] = true
+	}
+	for _, s := range v.Open {
 		f.Add(s.State)
 	}
 	req, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
@@ -32,25 +34,34 @@ func FuzzOpen(f *testing.F) {
 	}
 	want := sealer.Expect{Principal: "alice", Request: req, Skew: sealer.DefaultSkew}
 	now := t0.Add(time.Minute)
+	spec := specOpening{ring: specRing(f, v), tenant: "tenant-a", principal: want.Principal, request: req[:],
+		now: now.UnixMilli(), skew: want.Skew.Milliseconds()}
+	names := map[error]string{nil: "ok"}
+	for name, err := range verdicts {
+		names[err] = name
+	}
 	f.Fuzz(func(t *testing.T, state string) {
 		o, err := sealer.Open(ring, "tenant-a", state, want, now)
-		if err == nil {
-			if !sealed[state] {
-				t.Fatalf("opened a state that was never sealed: %q", state)
-			}
-			return
+		spec.state = state
+		if got, step, _ := specOpen(spec, mistakes{}); got != names[err] {
+			t.Fatalf("Open says %v, FORMAT.md (spec_test.go) %s at step %d", err, got, step)
 		}
-		if o != nil {
+		switch {
+		case err != nil && o != nil:
 			t.Fatalf("got %+v with error %v", o, err)
-		}
-		if !errors.Is(err, sealer.ErrInvalid) {
+		case sealed[state]:
+			return // authentic: other claims than want's may give any verdict
+		case err == nil:
+			t.Fatalf("opened a state that was never sealed: %q", state)
+		case !errors.Is(err, sealer.ErrInvalid):
 			t.Fatalf("got %v, want ErrInvalid for a state that was never sealed", err)
 		}
 	})
 }
 
 // FuzzRequestDigest checks that the canonicalizer never panics, accepts only
-// JSON, and gives one digest however the accepted params are spaced.
+// JSON, gives one digest however the accepted params are spaced, and agrees
+// with the digester written from FORMAT.md alone (spec_digest_test.go).
 func FuzzRequestDigest(f *testing.F) {
 	for _, s := range []string{
 		original,
@@ -68,6 +79,9 @@ func FuzzRequestDigest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, m byte, params []byte) {
 		method := methods[int(m)%len(methods)]
 		d, err := sealer.RequestDigest(method, params)
+		if _, _, want, specErr := specDigest(method, params, digestMistakes{}); (err == nil) != (specErr == nil) || err == nil && !bytes.Equal(d[:], want) {
+			t.Fatalf("RequestDigest %v, %v; FORMAT.md (spec_digest_test.go) %x, %v", d, err, want, specErr)
+		}
 		if err != nil {
 			if !errors.Is(err, sealer.ErrArgument) {
 				t.Fatalf("got %v, want ErrArgument", err)

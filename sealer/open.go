@@ -54,12 +54,12 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 	if flags&^flagOneTime != 0 {
 		return nil, ErrInvalid
 	}
-	iat := int64(binary.BigEndian.Uint64(pt[1:9]))
-	exp := int64(binary.BigEndian.Uint64(pt[9:17]))
-	if iat < 0 || exp <= iat {
+	iat := binary.BigEndian.Uint64(pt[1:9])
+	exp := binary.BigEndian.Uint64(pt[9:17])
+	if exp <= iat || exp > MaxUnixMilli { // and so iat < MaxUnixMilli too
 		return nil, ErrInvalid
 	}
-	if (Claims{ExpiresAt: time.UnixMilli(exp)}).Expired(now, want.Skew) {
+	if (Claims{ExpiresAt: time.UnixMilli(int64(exp))}).Expired(now, want.Skew) {
 		return nil, ErrExpired
 	}
 	var ph [principalLen]byte
@@ -74,8 +74,8 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 		Claims: Claims{
 			Principal: want.Principal,
 			Request:   want.Request,
-			IssuedAt:  time.UnixMilli(iat).UTC(),
-			ExpiresAt: time.UnixMilli(exp).UTC(),
+			IssuedAt:  time.UnixMilli(int64(iat)).UTC(),
+			ExpiresAt: time.UnixMilli(int64(exp)).UTC(),
 			OneTime:   flags&flagOneTime != 0,
 		},
 		Payload: pt[claimsLen:],

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // Keys is what Seal and Open need of a key ring: the AEAD of a key version,
@@ -22,7 +23,7 @@ type Keys interface {
 // Seal returns a state string that carries c and payload, sealed for tenant
 // with the ring's sealing version. The payload is at most MaxPayload bytes;
 // the principal 1 to MaxPrincipal bytes; ExpiresAt must be after IssuedAt,
-// both at or after the Unix epoch, compared in whole milliseconds.
+// both from the Unix epoch to MaxUnixMilli, compared in whole milliseconds.
 func Seal(ring Keys, tenant string, c Claims, payload []byte) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
@@ -57,12 +58,18 @@ func (c *Claims) validate() error {
 		return fmt.Errorf("%w: empty principal", ErrArgument)
 	case len(c.Principal) > MaxPrincipal:
 		return fmt.Errorf("%w: principal of %d bytes exceeds %d", ErrArgument, len(c.Principal), MaxPrincipal)
-	case c.IssuedAt.UnixMilli() < 0:
-		return fmt.Errorf("%w: issued before the Unix epoch", ErrArgument)
+	case !inRange(c.IssuedAt) || !inRange(c.ExpiresAt):
+		return fmt.Errorf("%w: times must lie from the Unix epoch to the end of year 9999", ErrArgument)
 	case c.ExpiresAt.UnixMilli() <= c.IssuedAt.UnixMilli():
 		return fmt.Errorf("%w: expiry not after issue time", ErrArgument)
 	}
 	return nil
+}
+
+// inRange reports whether t lies from the Unix epoch to the end of the
+// millisecond MaxUnixMilli, the times a state carries.
+func inRange(t time.Time) bool {
+	return !t.Before(time.UnixMilli(0)) && t.Before(time.UnixMilli(MaxUnixMilli+1))
 }
 
 // encode writes the claims of FORMAT.md, "Claims", into dst[:claimsLen].

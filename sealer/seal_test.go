@@ -3,6 +3,7 @@ package sealer_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +272,75 @@ func mangle(s string, i int) string {
 		c = 'B'
 	}
 	return s[:i] + string(c) + s[i+1:]
+}
+
+func TestSeal_R4_TimeRange(t *testing.T) {
+	ring := testRing(t, 1)
+	last := time.UnixMilli(sealer.MaxUnixMilli)
+	if want := time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC); !last.Equal(want) {
+		t.Fatalf("MaxUnixMilli is %v, want %v", last.UTC(), want)
+	}
+	tests := []struct {
+		name     string
+		iat, exp time.Time
+		err      error
+	}{
+		{"from the epoch", time.UnixMilli(0), time.UnixMilli(1), nil},
+		{"to the last millisecond of 9999", last.Add(-time.Hour), last, nil},
+		{"within the last millisecond of 9999", last.Add(-time.Hour), last.Add(999 * time.Microsecond), nil},
+		{"before the epoch", time.UnixMilli(-1), time.UnixMilli(1), sealer.ErrArgument},
+		{"expiry in year 10000", last.Add(-time.Hour), last.Add(time.Millisecond), sealer.ErrArgument},
+		{"both in year 10000", last.Add(time.Millisecond), last.Add(time.Hour), sealer.ErrArgument},
+		{"issue far past 9999, expiry in range", time.Unix(1<<60, 0), t0, sealer.ErrArgument},
+		{"expiry past what int64 milliseconds hold", t0, time.Unix(1<<60, 0), sealer.ErrArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testClaims(t)
+			c.IssuedAt, c.ExpiresAt = tc.iat, tc.exp
+			state, err := sealer.Seal(ring, "tenant-a", c, nil)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("got %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			o, err := sealer.Open(ring, "tenant-a", state, sealer.Expect{Principal: c.Principal, Request: c.Request}, tc.iat)
+			if err != nil || o.ExpiresAt.UnixMilli() != tc.exp.UnixMilli() {
+				t.Fatalf("open: got %v, %v; want expiry %d", o, err, tc.exp.UnixMilli())
+			}
+		})
+	}
+}
+
+func TestClaims_R4_ExpiredNeverOverflows(t *testing.T) {
+	exp := t0
+	last := time.UnixMilli(sealer.MaxUnixMilli)
+	const maxSkew = time.Duration(math.MaxInt64)
+	tests := []struct {
+		name    string
+		expires time.Time
+		now     time.Time
+		skew    time.Duration
+		want    bool
+	}{
+		{"at expiry + skew", exp, exp.Add(sealer.DefaultSkew), sealer.DefaultSkew, false},
+		{"within the millisecond after", exp, exp.Add(sealer.DefaultSkew + 999*time.Microsecond), sealer.DefaultSkew, false},
+		{"the next millisecond", exp, exp.Add(sealer.DefaultSkew + time.Millisecond), sealer.DefaultSkew, true},
+		{"skew below a millisecond counts as none", exp, exp.Add(time.Millisecond), 999 * time.Microsecond, true},
+		{"negative skew counts as none", exp, exp, -time.Hour, false},
+		{"most negative skew", exp, exp.Add(time.Millisecond), math.MinInt64, true},
+		{"largest skew", exp, exp.Add(maxSkew - time.Millisecond), maxSkew, false},
+		{"largest skew at the end of 9999", last, last.Add(maxSkew).Add(-time.Millisecond), maxSkew, false},
+		{"largest skew at the end of 9999, passed", last, last.Add(maxSkew).Add(time.Millisecond), maxSkew, true},
+		{"now far in the future", last, time.Unix(1<<60, 0), maxSkew, true},
+		{"now far in the past", last, time.Unix(-1<<60, 0), maxSkew, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (sealer.Claims{ExpiresAt: tc.expires}).Expired(tc.now, tc.skew); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
