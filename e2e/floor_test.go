@@ -1,13 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,32 +23,8 @@ import (
 func startEcho(t *testing.T) (grpcAddr, httpAddr string) {
 	t.Helper()
 	cmd := exec.Command(echoBinary, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.Contains(line, "listening") {
-			for _, f := range strings.Fields(line) {
-				if v, ok := strings.CutPrefix(f, "grpc="); ok {
-					grpcAddr = v
-				}
-				if v, ok := strings.CutPrefix(f, "http="); ok {
-					httpAddr = v
-				}
-			}
-			go io.Copy(io.Discard, stderr)
-			return grpcAddr, httpAddr
-		}
-	}
-	t.Fatal("sealer-echo exited before listening")
-	return "", ""
+	m := startUntil(t, cmd, regexp.MustCompile(`listening grpc=(\S+) http=(\S+)`))
+	return m[1], m[2]
 }
 
 // TestEchoFloor_AnswersAsLargeAsTheSealer: the floors of BENCHMARKS.md are

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -292,4 +293,37 @@ func concurrently(n int, call func(i int) string) map[string]int {
 	close(start)
 	wg.Wait()
 	return reasons
+}
+
+// startUntil starts cmd, stops it when the test ends, and waits until a
+// line of its standard error matches re; it returns the submatches.
+func startUntil(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp) []string {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	found := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case m := <-found:
+		return m
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s did not start", filepath.Base(cmd.Path))
+		return nil
+	}
 }

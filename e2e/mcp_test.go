@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -20,31 +19,7 @@ import (
 func startMCP(t *testing.T, s *proc, flags ...string) string {
 	t.Helper()
 	cmd := exec.Command(mcpBinary, append([]string{"-addr", "127.0.0.1:0", "-sealer", s.GRPC}, flags...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`listening on (http://\S+/mcp)`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
-	select {
-	case url := <-found:
-		return url
-	case <-time.After(15 * time.Second):
-		t.Fatal("mcpserver did not start")
-		return ""
-	}
+	return startUntil(t, cmd, regexp.MustCompile(`listening on (http://\S+/mcp)`))[1]
 }
 
 // bearer adds a bearer token to every request of an MCP client.

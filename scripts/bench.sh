@@ -7,6 +7,7 @@
 #   scripts/bench.sh            everything (about 40 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
 #   ONLY=side-by-side scripts/bench.sh   sections 0 and 1 alone (about 14 minutes)
+#   SKIP=side-by-side scripts/bench.sh   all but sections 0 and 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -58,9 +59,11 @@ start_sealer() {
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
 # --- 0. The core in process -----------------------------------------------
+if [ "${SKIP:-}" != side-by-side ]; then
 step "core: Seal and Open in process (go test -bench, 3 runs)"
 go test ./sealer/ -run XXX -bench . -benchtime 1s -count 3 | tee "$out/core.txt"
 go test ./server/ -run XXX -bench BindingDigest -benchtime 1s -count 3 | tee -a "$out/core.txt"
+fi
 
 # --- Vault, keys and Redis -------------------------------------------------
 VAULT_PORT=$(free_port)
@@ -92,6 +95,7 @@ vault_keys=(--keys vault-transit --vault-transit-key sealer --key-poll 1s --key-
 # floor, with the CPU time the sealer and the echo spent per pair.
 step "side by side: Seal+Open over gRPC and REST beside their echo floors, Vault Transit, health Check (plaintext)"
 start_sealer plain "${vault_keys[@]}"
+if [ "${SKIP:-}" != side-by-side ]; then
 ECHO_GRPC=127.0.0.1:$(free_port) ECHO_HTTP=127.0.0.1:$(free_port)
 "$out/bin/sealer-echo" -grpc-addr "$ECHO_GRPC" -http-addr "$ECHO_HTTP" 2>"$out/echo.log" &
 ECHO_PID=$!
@@ -102,6 +106,7 @@ until grep -q listening "$out/echo.log"; do sleep 0.1; done
   -ops seal-open,seal-open@echo,seal-open-params,seal-open-params@echo,rest-seal-open,rest-seal-open@echo,vault-transit,health |
   tee "$out/side-by-side.md"
 kill "$ECHO_PID"
+fi
 [ "${ONLY:-}" = side-by-side ] && { echo "results in $out"; exit 0; }
 
 step "the same over TLS with a bearer token"
@@ -116,7 +121,7 @@ kill "$tls_PID"
 # --- 1b. One-time opens (Redis ledger) beside ordinary opens --------------
 step "one-time Open with the Redis ledger (AOF, fsync always) beside ordinary Open"
 start_sealer onetimeredis "${vault_keys[@]}" --ledger "redis://127.0.0.1:$REDIS_PORT/0"
-"$load" -targets "$onetimeredis_GRPC" -c 1,16,64 -d 8s -warmup 2s -repeat 3 -ops open,open-onetime -pool-rate 15000 |
+"$load" -targets "$onetimeredis_GRPC" -c 1,16,64 -d 8s -warmup 2s -repeat 3 -ops open,open-onetime -pool-rate 40000 |
   tee "$out/onetime.md"
 kill "$onetimeredis_PID"
 redis-cli -p "$REDIS_PORT" flushall >/dev/null
