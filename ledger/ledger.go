@@ -50,3 +50,14 @@ type Ledger interface {
 	// is not in the future.
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
 }
+
+// Remaining returns how long an entry consumed now must live to last until
+// until, or ErrTooLate when until is not in the future. Backends call it
+// before they record anything.
+func Remaining(until time.Time) (time.Duration, error) {
+	d := time.Until(until)
+	if d <= 0 {
+		return 0, ErrTooLate
+	}
+	return d, nil
+}

@@ -76,10 +76,10 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (
 	if err == nil {
 		return nil, reasonOK
 	}
-	if _, ok := status.FromError(err); ok {
-		return err, status.Code(err).String() // made by gRPC itself: a deadline, a cancellation
-	}
 	st, reason := statusOf(err)
+	if st == err {
+		return st, reason // a status gRPC made itself (a deadline, a cancellation): nothing to log
+	}
 	level := slog.LevelInfo
 	if c := status.Code(st); c == codes.Internal || c == codes.Unavailable {
 		level = slog.LevelError

@@ -64,8 +64,8 @@ func (b *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
-	if !until.After(time.Now()) {
-		return ledger.ErrTooLate
+	if _, err := ledger.Remaining(until); err != nil {
+		return err
 	}
 	k := key(tenant, id)
 	var exp [8]byte

@@ -183,9 +183,9 @@ func redisKey(tenant string, id sealer.StateID) string {
 // An until not in the future is refused: Redis would answer OK to an
 // absolute expiry in the past and store nothing.
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	ttl := time.Until(until)
-	if ttl <= 0 {
-		return ledger.ErrTooLate
+	ttl, err := ledger.Remaining(until)
+	if err != nil {
+		return err
 	}
 	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
