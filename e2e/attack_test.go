@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -205,7 +204,7 @@ func TestAttack_VaultStallKeyMissesLeaveOtherTenantsAlone(t *testing.T) {
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	writeFile(t, tenants, "tenants:\n  a:\n    tokens: [\""+tokenHash("token-a")+"\"]\n  b:\n    tokens: [\""+tokenHash("token-b")+"\"]\n")
-	p := start(t, dir, "--tenants", tenants, "--max-in-flight", "64", "--keys", "vault-transit",
+	p := startReady(t, dir, "--tenants", tenants, "--max-in-flight", "64", "--keys", "vault-transit",
 		"--vault-addr", "http://"+hang.addr, "--vault-token-file", tokenFile, "--vault-transit-key", "sealer", "--key-poll", "200ms")
 	a := grpcAPI{client: sealerv1.NewSealerClient(dialGRPC(t, p.GRPC)), token: "token-a"}
 	b := grpcAPI{client: sealerv1.NewSealerClient(dialGRPC(t, p.GRPC)), token: "token-b"}
@@ -365,17 +364,13 @@ func TestAttack_SmallerFindings(t *testing.T) {
 		}
 	})
 	t.Run("/readyz names no internals", func(t *testing.T) {
-		q := start(t, t.TempDir(), "--tenants", tenants, "--ledger", redisSrv.URL())
+		q := start(t, t.TempDir(), "--tenants", tenants, "--ledger", redisSrv.URL(), "--ready-requires-ledger")
 		redisSrv.Stop(t)
-		resp, err := http.Get("http://" + q.HTTP + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "not ready: ledger unreachable\n" {
-			t.Fatalf("/readyz with Redis down: %d %q, want 503 \"not ready: ledger unreachable\"", resp.StatusCode, body)
-		}
+		want := "not ready: ledger unreachable\nledger: redis unreachable (one-time opens fail)\n"
+		waitFor(t, "/readyz to say the ledger is down", 5*time.Second, func() bool {
+			code, body := readyz(t, q)
+			return code == http.StatusServiceUnavailable && body == want
+		})
 	})
 }
 

@@ -79,15 +79,23 @@ func TestFleet_RedisFaults(t *testing.T) {
 			}
 			ordinary := mustSeal(t, a, sealBody("alice", weatherParams, "x", ""))
 			expectReason(t, a, "open", openBody(ordinary, "alice", weatherParams), "OK")
-			expectReady(t, p, http.StatusServiceUnavailable)
+			waitProbes(t, p, http.StatusOK, "ledger: redis unreachable") // seals and ordinary opens work: stay in rotation
 
 			redisSrv.Restart(t)
 			expectReason(t, a, "open", openBody(pending, "alice", weatherParams), "OK")
 			expectReason(t, a, "open", openBody(pending, "alice", weatherParams), "ALREADY_CONSUMED")
 			expectReason(t, a, "open", openBody(consumed, "alice", weatherParams), "ALREADY_CONSUMED")
-			expectReady(t, p, http.StatusOK)
+			waitProbes(t, p, http.StatusOK, "ledger: redis reachable")
 		})
 	}
+	t.Run("ledger a condition of readiness when asked", func(t *testing.T) {
+		q := start(t, t.TempDir(), "--ledger", redisSrv.URL(), "--ready-requires-ledger")
+		waitProbes(t, q, http.StatusOK, "ledger: redis reachable")
+		redisSrv.Stop(t)
+		waitProbes(t, q, http.StatusServiceUnavailable, "not ready: ledger unreachable")
+		redisSrv.Restart(t)
+		waitProbes(t, q, http.StatusOK, "ledger: redis reachable")
+	})
 }
 
 // expectReady checks the status of /readyz.

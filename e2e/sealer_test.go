@@ -194,9 +194,10 @@ func TestSealer_EndToEnd(t *testing.T) {
 			}
 		}
 		for path, want := range map[string]string{
-			"/readyz":  "ready",
+			"/readyz":  "ready\nledger: embedded reachable\n",
+			"/livez":   "ok",
 			"/healthz": "ok",
-			"/metrics": `sealer_calls_total{method="/sealer.v1.Sealer/Open",reason="PRINCIPAL_MISMATCH"}`,
+			"/metrics": `sealer_calls_total{method="Open",reason="PRINCIPAL_MISMATCH",service="sealer.v1.Sealer",tenant="default"}`,
 		} {
 			body := httpGet(t, "http://"+p.HTTP+path)
 			if !strings.Contains(body, want) {

@@ -93,6 +93,12 @@ func load(t *testing.T, ps []*proc, stop <-chan struct{}) func() (ok, failed int
 
 var metricLine = regexp.MustCompile(`(?m)^(sealer_key_\w+) (\S+)$`)
 
+// refreshAge is the seconds since the key ring last loaded, from the
+// sealer_key_* metrics.
+func refreshAge(m map[string]float64) float64 {
+	return float64(time.Now().UnixNano())/1e9 - m["sealer_key_refresh_last_success_timestamp_seconds"]
+}
+
 // keyMetrics returns the sealer_key_* gauges of p.
 func keyMetrics(t *testing.T, p *proc) map[string]float64 {
 	t.Helper()
@@ -125,7 +131,7 @@ func TestVault_R10_RotationAcrossReplicasWithoutAFailedCall(t *testing.T) {
 		"--vault-transit-key", "sealer", "--key-poll", "250ms", "--key-activation", "2s"}
 	var ps []*proc
 	for range 3 {
-		ps = append(ps, start(t, t.TempDir(), flags...))
+		ps = append(ps, startReady(t, t.TempDir(), flags...))
 	}
 	stop := make(chan struct{})
 	wait := load(t, ps, stop)
@@ -152,7 +158,7 @@ func TestVault_R10_RotationAcrossReplicasWithoutAFailedCall(t *testing.T) {
 func TestVault_UnreachableThenBack(t *testing.T) {
 	v, token, tokenFile := vaultForSealer(t)
 	proxy := newProxy(t, strings.TrimPrefix(v.Addr, "http://"))
-	p := start(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", "http://"+proxy.addr,
+	p := startReady(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", "http://"+proxy.addr,
 		"--vault-token-file", tokenFile, "--vault-transit-key", "sealer", "--key-poll", "200ms", "--key-activation", "1s")
 	stop := make(chan struct{})
 	wait := load(t, []*proc{p}, stop)
@@ -161,7 +167,7 @@ func TestVault_UnreachableThenBack(t *testing.T) {
 	v.Write(t, "transit/keys/sealer/rotate", nil)
 	time.Sleep(2 * time.Second) // ten poll intervals
 	m := keyMetrics(t, p)
-	if m["sealer_key_refresh_errors_total"] == 0 || m["sealer_key_refresh_age_seconds"] < 1 || m["sealer_key_versions"] != 1 {
+	if m["sealer_key_refresh_errors_total"] == 0 || refreshAge(m) < 1 || m["sealer_key_versions"] != 1 {
 		t.Errorf("with Vault unreachable: metrics %v; want refresh errors, a stale age, and the old ring", m)
 	}
 	expectReady(t, p, 200)
@@ -171,7 +177,7 @@ func TestVault_UnreachableThenBack(t *testing.T) {
 		m := keyMetrics(t, p)
 		return m["sealer_key_versions"] == 2 && m["sealer_key_sealing_version"] == 2
 	})
-	if age := keyMetrics(t, p)["sealer_key_refresh_age_seconds"]; age > 1 {
+	if age := refreshAge(keyMetrics(t, p)); age > 1 {
 		t.Errorf("refresh age %v after Vault came back; want fresh", age)
 	}
 	close(stop)
@@ -199,7 +205,7 @@ func TestVault_NotReadyUntilFirstRing(t *testing.T) {
 		_, reason := newREST(p).call(t, "seal", sealBody("alice", weatherParams, "x", ""))
 		return reason == "OK"
 	})
-	expectReady(t, p, 200)
+	waitProbes(t, p, 200, "ready\n")
 }
 
 func assertNoSecretsInLogs(t *testing.T, ps []*proc, secrets []string) {
@@ -357,4 +363,50 @@ func (p *proxy) up() {
 		panic(errors.Join(errors.New("proxy: listen again"), err))
 	}
 	p.serve(l)
+}
+
+// TestVault_TokenFileReadAgain: a token file kept fresh by something else
+// (a Vault Agent sink) is read again when it changes, and after a denial
+// even when its modification time and size say it did not: with the old
+// token revoked, the sealer follows a rotation with the new one.
+func TestVault_TokenFileReadAgain(t *testing.T) {
+	v, first, tokenFile := vaultForSealer(t)
+	p := startReady(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", v.Addr,
+		"--vault-token-file", tokenFile, "--vault-transit-key", "sealer", "--key-poll", "200ms", "--key-activation", "1s")
+	newToken := func() string {
+		return v.Write(t, "auth/token/create", map[string]any{"policies": []string{"sealer"}, "ttl": "1h", "renewable": true}).Auth.ClientToken
+	}
+	rotateAndFollow := func(versions float64) {
+		t.Helper()
+		v.Write(t, "transit/keys/sealer/rotate", nil)
+		waitFor(t, fmt.Sprintf("key version %v loaded with the new token", versions), 10*time.Second, func() bool {
+			return keyMetrics(t, p)["sealer_key_versions"] == versions
+		})
+	}
+
+	t.Run("file changed", func(t *testing.T) {
+		second := newToken()
+		writeFile(t, tokenFile, second+"\n")
+		time.Sleep(1500 * time.Millisecond) // the file is checked every second
+		v.Write(t, "auth/token/revoke", map[string]any{"token": first})
+		rotateAndFollow(2)
+		first = second
+	})
+	t.Run("denied, file apparently unchanged", func(t *testing.T) {
+		st, err := os.Stat(tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		third := newToken()
+		if len(third) != len(first) {
+			t.Fatalf("tokens of %d and %d bytes: the size would tell the change", len(third), len(first))
+		}
+		v.Write(t, "auth/token/revoke", map[string]any{"token": first})
+		writeFile(t, tokenFile, third+"\n")
+		if err := os.Chtimes(tokenFile, st.ModTime(), st.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		rotateAndFollow(3)
+	})
+	assertNoSecretsInLogs(t, []*proc{p}, vaultSecrets(t, v, first))
 }

@@ -26,10 +26,14 @@ var ErrFilePermissions = errors.New("keys: key file must not be accessible by gr
 //	  {"id": 1, "key": "...", "created": "2026-11-29T19:00:00Z"},
 //	  {"id": 2, "key": "...", "created": "2026-11-30T19:00:00Z"}]}
 //
-// Every listed version may open; "sealing" names the one that seals, and
-// defaults to the highest. Retire a version by deleting its entry.
+// Every listed version may open. "sealing", when present, names the one
+// that seals; without it the newest version created at least Activation ago
+// seals (see Activated), so that every replica reading the same file holds a
+// new version before the first state sealed with it reaches them. A version
+// without "created" counts as old. Retire a version by deleting its entry.
 type File struct {
-	Path string
+	Path       string
+	Activation time.Duration
 }
 
 type fileJSON struct {
@@ -48,31 +52,11 @@ var _ Source = File{}
 // Load reads the file and returns its ring. It refuses a file that group or
 // others may access.
 func (f File) Load(context.Context) (*Ring, error) {
-	fh, err := os.Open(f.Path)
+	doc, err := readFileJSON(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("keys: %v", err)
+		return nil, err
 	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("keys: %v", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s has mode %v", ErrFilePermissions, f.Path, st.Mode().Perm())
-	}
-	if st.Size() > maxFileSize {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrBadKey, f.Path, maxFileSize)
-	}
-	var doc fileJSON
-	dec := json.NewDecoder(fh)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		// The decoder's message may quote the file; say only where it failed.
-		return nil, fmt.Errorf("%w: %s is not a valid key file", ErrBadKey, f.Path)
-	}
-	if len(doc.Keys) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no keys", ErrNoKey, f.Path)
-	}
+	defer clear(doc.Keys)
 	versions := make([]Key, 0, len(doc.Keys))
 	for _, e := range doc.Keys {
 		material, err := base64.StdEncoding.DecodeString(e.Key)
@@ -86,28 +70,92 @@ func (f File) Load(context.Context) (*Ring, error) {
 		}
 		versions = append(versions, k)
 	}
-	sealing := doc.Sealing
-	if sealing == 0 {
-		for _, k := range versions {
-			sealing = max(sealing, k.id)
-		}
+	if doc.Sealing == 0 {
+		return Activated(versions, time.Now(), f.Activation)
 	}
-	return NewRing(versions, sealing)
+	return NewRing(versions, doc.Sealing)
 }
 
 // GenerateFile writes a new key file at path holding one fresh random
 // version, readable by its owner only. It never overwrites an existing file.
 func GenerateFile(path string, now time.Time) error {
+	doc := fileJSON{Keys: []fileKeyJSON{newFileKey(1, now)}}
+	defer clear(doc.Keys)
+	return writeFile(path, doc)
+}
+
+// AddVersion adds a fresh random version to the key file at path, created
+// now, and removes a "sealing" pin, so that the new version seals once it
+// is Activation old on every replica that reads the file. It replaces the
+// file atomically and returns the new version.
+func AddVersion(path string, now time.Time) (uint32, error) {
+	doc, err := readFileJSON(path)
+	if err != nil {
+		return 0, err
+	}
+	defer clear(doc.Keys)
+	id := uint32(0)
+	for _, k := range doc.Keys {
+		id = max(id, k.ID)
+	}
+	doc.Sealing = 0
+	doc.Keys = append(doc.Keys, newFileKey(id+1, now))
+	tmp := path + ".new"
+	os.Remove(tmp) // a leftover of a failed run; O_EXCL then sets the mode
+	if err := writeFile(tmp, doc); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("keys: %v", err)
+	}
+	return id + 1, nil
+}
+
+func newFileKey(id uint32, now time.Time) fileKeyJSON {
 	material := make([]byte, Size)
 	defer clear(material)
 	rand.Read(material)
-	doc := fileJSON{Sealing: 1, Keys: []fileKeyJSON{{
-		ID: 1, Key: base64.StdEncoding.EncodeToString(material), Created: now.UTC().Truncate(time.Second),
-	}}}
+	return fileKeyJSON{ID: id, Key: base64.StdEncoding.EncodeToString(material), Created: now.UTC().Truncate(time.Second)}
+}
+
+// readFileJSON reads a key file's document, with the checks Load makes.
+func readFileJSON(path string) (fileJSON, error) {
+	var doc fileJSON
+	fh, err := os.Open(path)
+	if err != nil {
+		return doc, fmt.Errorf("keys: %v", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return doc, fmt.Errorf("keys: %v", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return doc, fmt.Errorf("%w: %s has mode %v", ErrFilePermissions, path, st.Mode().Perm())
+	}
+	if st.Size() > maxFileSize {
+		return doc, fmt.Errorf("%w: %s is larger than %d bytes", ErrBadKey, path, maxFileSize)
+	}
+	dec := json.NewDecoder(fh)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		// The decoder's message may quote the file; say only where it failed.
+		return doc, fmt.Errorf("%w: %s is not a valid key file", ErrBadKey, path)
+	}
+	if len(doc.Keys) == 0 {
+		return doc, fmt.Errorf("%w: %s holds no keys", ErrNoKey, path)
+	}
+	return doc, nil
+}
+
+// writeFile writes doc in a new file at path, readable by its owner only.
+func writeFile(path string, doc fileJSON) error {
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("keys: %v", err)
 	}
+	defer clear(data)
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("keys: %v", err)

@@ -142,6 +142,39 @@ func TestFile_GenerateAndLoad(t *testing.T) {
 	}
 }
 
+// TestFile_AddVersion: a version added to a file opens at once on every
+// replica that reads it and seals only once it is Activation old; a
+// "sealing" pin is removed, so that activation decides.
+func TestFile_AddVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	created := time.Now().Add(-time.Hour)
+	if err := keys.GenerateFile(path, created); err != nil {
+		t.Fatal(err)
+	}
+	v, err := keys.AddVersion(path, time.Now())
+	if err != nil || v != 2 {
+		t.Fatalf("AddVersion: %d, %v; want 2", v, err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after AddVersion: %v, %v; want 0600", st.Mode().Perm(), err)
+	}
+	for _, tc := range []struct {
+		activation time.Duration
+		sealing    uint32
+	}{{time.Minute, 1}, {0, 2}} {
+		r, err := keys.File{Path: path, Activation: tc.activation}.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Versions()) != 2 || r.SealingVersion() != tc.sealing {
+			t.Errorf("activation %v: versions %v sealing %d; want both, sealing %d", tc.activation, r.Versions(), r.SealingVersion(), tc.sealing)
+		}
+	}
+	if _, err := keys.AddVersion(filepath.Join(t.TempDir(), "missing.json"), time.Now()); err == nil {
+		t.Error("AddVersion created a missing file")
+	}
+}
+
 func TestFile_Load(t *testing.T) {
 	const k = `"q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="` // 32 bytes of 0xab
 	tests := []struct {
@@ -150,7 +183,9 @@ func TestFile_Load(t *testing.T) {
 		sealing    uint32
 		err        error
 	}{
-		{"sealing defaults to highest", `{"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o600, 3, nil},
+		{"sealing defaults to highest without creation times", `{"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o600, 3, nil},
+		{"a version younger than the activation does not seal yet", `{"keys":[{"id":1,"key":` + k + `,"created":"2020-01-01T00:00:00Z"},{"id":2,"key":` + k + `,"created":"` + time.Now().UTC().Format(time.RFC3339) + `"}]}`, 0o600, 1, nil},
+		{"a version older than the activation seals", `{"keys":[{"id":1,"key":` + k + `,"created":"2020-01-01T00:00:00Z"},{"id":2,"key":` + k + `,"created":"` + time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339) + `"}]}`, 0o600, 2, nil},
 		{"explicit sealing", `{"sealing":1,"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o400, 1, nil},
 		{"readable by group", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o640, 0, keys.ErrFilePermissions},
 		{"readable by others", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o604, 0, keys.ErrFilePermissions},
@@ -169,7 +204,7 @@ func TestFile_Load(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Chmod(path, tc.mode)
-			r, err := keys.File{Path: path}.Load(context.Background())
+			r, err := keys.File{Path: path, Activation: time.Minute}.Load(context.Background())
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}

@@ -102,9 +102,12 @@ func (r *Refresher) Demand(ctx context.Context) *Ring {
 }
 
 // Run loads the ring every interval until ctx is done, and every second
-// while no load has succeeded yet. It returns nil when ctx is done. Call
-// Refresh first to start with a ring.
+// while no load has succeeded yet, starting at once when there is no ring.
+// It returns nil when ctx is done.
 func (r *Refresher) Run(ctx context.Context) error {
+	if r.Ring() == nil {
+		r.Refresh(ctx)
+	}
 	for {
 		wait := r.interval
 		if r.Ring() == nil {

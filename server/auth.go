@@ -219,12 +219,12 @@ func (e *authError) Error() string        { return "sealer: unauthenticated: " +
 func (e *authError) Is(target error) bool { return target == errUnauthenticated }
 
 // newAuthenticator loads TLS files and tenants.
-func newAuthenticator(cfg Config, log *slog.Logger) (*authenticator, *tlsFiles, error) {
+func newAuthenticator(cfg Config, log *slog.Logger, m *metrics) (*authenticator, *tlsFiles, error) {
 	auth := &authenticator{}
 	var tf *tlsFiles
 	if cfg.TLSCert != "" {
 		var err error
-		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log); err != nil {
+		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log, func(err error) { m.reloaded("tls", err) }); err != nil {
 			return nil, nil, err
 		}
 		if cfg.TLSClientCA != "" {
@@ -244,7 +244,7 @@ func newAuthenticator(cfg Config, log *slog.Logger) (*authenticator, *tlsFiles, 
 
 // reloadOnHangup reloads the tenants file on SIGHUP. A file that does not
 // load is refused and the tenants in force stay.
-func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger) error {
+func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger, m *metrics) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -254,6 +254,7 @@ func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *s
 			return nil
 		case <-hup:
 			ts, err := loadTenants(cfg.TenantsFile, cfg, cfg.TLSClientCA != "")
+			m.reloaded("tenants", err)
 			if err != nil {
 				log.Error("tenants reload refused; the previous tenants stay in force", "cause", err.Error())
 				continue

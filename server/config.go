@@ -51,8 +51,15 @@ type Config struct {
 	MaxTTL     time.Duration
 	// Skew is the clock difference allowed past a state's expiry.
 	Skew time.Duration
-	// ShutdownGrace bounds how long in-flight calls may take to drain.
+	// ShutdownDelay is how long a stopping replica goes on serving after its
+	// readiness turned false, so that load balancers stop sending it calls
+	// before it stops accepting them; ShutdownGrace then bounds how long
+	// in-flight calls may take to drain.
+	ShutdownDelay time.Duration
 	ShutdownGrace time.Duration
+	// ReadyNeedsLedger makes a reachable ledger a condition of readiness.
+	// Off by default: without the ledger only one-time opens fail.
+	ReadyNeedsLedger bool
 	// SweepInterval is how often expired ledger entries are deleted.
 	SweepInterval time.Duration
 	// TenantsFile declares the tenants, how each authenticates, and its
@@ -92,6 +99,7 @@ func Defaults() Config {
 		MinTTL:        time.Second,
 		MaxTTL:        time.Hour,
 		Skew:          2 * time.Second,
+		ShutdownDelay: 5 * time.Second,
 		ShutdownGrace: 20 * time.Second,
 		MaxInFlight:   512,
 		SweepInterval: time.Minute,
@@ -153,6 +161,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("max-in-flight %d: want 0 (unlimited) or more", c.MaxInFlight))
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("shutdown-delay %v: want 0 to 5m", c.ShutdownDelay))
 	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-grace %v: want more than 0", c.ShutdownGrace))

@@ -72,7 +72,7 @@ var internalFailure = outcome{errors.New("sealer: internal error"), codes.Intern
 
 // toStatus converts an error of the service into the gRPC status its caller
 // sees, with an ErrorInfo reason, and logs the cause once.
-func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (error, string) {
+func toStatus(ctx context.Context, log *slog.Logger, tenant, method string, err error) (error, string) {
 	if err == nil {
 		return nil, reasonOK
 	}
@@ -84,7 +84,7 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) (
 	if c := status.Code(st); c == codes.Internal || c == codes.Unavailable {
 		level = slog.LevelError
 	}
-	log.Log(ctx, level, "call failed", "method", method, "reason", reason, "cause", err.Error())
+	log.Log(ctx, level, "call failed", "tenant", tenant, "method", method, "reason", reason, "cause", err.Error())
 	return st, reason
 }
 

@@ -119,7 +119,7 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // and the tenant's limits, errors to statuses, metrics and the audit event.
 func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
 	t := tenantOf(ctx)
-	timer := s.metrics.start(method)
+	timer := s.metrics.start(t.name, method)
 	var resp any
 	err := s.admit()
 	if err == nil {
@@ -130,7 +130,7 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 			leave()
 		}
 	}
-	err, reason := toStatus(ctx, s.log, method, err)
+	err, reason := toStatus(ctx, s.log, t.name, method, err)
 	timer.done(reason)
 	s.audit.record(ctx, t, method, req, resp, reason)
 	return resp, err

@@ -26,11 +26,11 @@ const (
 	maxHTTPInFlight = 1024 // concurrent REST calls, all connections together
 )
 
-// httpHandler serves the REST gateway on /v1/, metrics, and health. The
+// httpHandler serves the REST gateway on /v1/, metrics, and the probes. The
 // generated gateway runs in process over restService: each REST call is
 // authenticated by gateHTTP before its body is read, then passes the same
 // gate as a gRPC call, with no loopback hop.
-func (s *service) httpHandler(ctx context.Context, ready func(context.Context) error) (http.Handler, error) {
+func (s *service) httpHandler(ctx context.Context, probes func(*http.ServeMux)) (http.Handler, error) {
 	marshaler := newRESTJSON()
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler),
@@ -46,14 +46,7 @@ func (s *service) httpHandler(ctx context.Context, ready func(context.Context) e
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/", s.gateHTTP(http.MaxBytesHandler(gw, maxRequest), maxHTTPInFlight, writeErr))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(r.Context()); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ready\n"))
-	})
+	probes(mux)
 	return mux, nil
 }
 

@@ -42,6 +42,17 @@ type keySource struct {
 	*keys.Refresher
 	tasks []func(context.Context) error
 	name  string
+	login *vault.Login // nil but for Vault
+}
+
+// openedSource is a key source as its opener builds it: the source, the
+// tasks that keep it usable, the handler of its failed loads, and its Vault
+// login if it has one.
+type openedSource struct {
+	src    keys.Source
+	tasks  []func(context.Context) error
+	report func(error)
+	login  *vault.Login
 }
 
 // keySources are the key sources --keys names, in the one table that both
@@ -50,7 +61,7 @@ type keySource struct {
 // usable and the handler of its failed loads.
 var keySources = map[string]struct {
 	check func(Config) error
-	open  func(context.Context, Config, *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error)
+	open  func(context.Context, Config, *slog.Logger) (openedSource, error)
 }{
 	"file":          {check: func(Config) error { return nil }, open: openKeyFile},
 	"vault-transit": {check: needs("vault-transit-key", func(c Config) string { return c.Vault.TransitKey }), open: openVault},
@@ -70,42 +81,46 @@ func needs(flag string, value func(Config) string) func(Config) error {
 	}
 }
 
-// openKeys builds the configured key source and loads a first ring. A source
-// that cannot load yet (Vault down at start) is not fatal: the refresher
-// keeps trying and readiness stays false until it succeeds. A broken key
-// file is: it is configuration.
+// openKeys builds the configured key source. The key file is loaded at once
+// (a broken one is configuration: fatal). Vault is not waited for: its
+// login and first load run in the background, so the sealer listens and its
+// probes answer (not ready) while Vault is slow or down, and readiness turns
+// true when the first ring loads.
 func openKeys(ctx context.Context, cfg Config, log *slog.Logger) (*keySource, error) {
 	kind, ok := keySources[cfg.Keys]
 	if !ok {
 		return nil, fmt.Errorf("keys %q: want one of %s", cfg.Keys, strings.Join(KeySources(), ", "))
 	}
-	src, tasks, report, err := kind.open(ctx, cfg, log)
+	o, err := kind.open(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(src, cfg.KeyPoll, report)}
-	if err := ks.Refresh(ctx); err != nil && cfg.Keys == "file" {
-		return nil, err
+	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(o.src, cfg.KeyPoll, o.report), login: o.login}
+	if cfg.Keys == "file" {
+		if err := ks.Refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
-	ks.tasks = append(tasks, ks.Run)
+	ks.tasks = append(o.tasks, ks.Run)
 	return ks, nil
 }
 
 // openKeyFile opens the key file source.
-func openKeyFile(_ context.Context, cfg Config, log *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error) {
+func openKeyFile(_ context.Context, cfg Config, log *slog.Logger) (openedSource, error) {
 	path, err := keyFile(cfg, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return openedSource{}, err
 	}
-	return keys.File{Path: path}, nil, func(err error) { log.Warn("key refresh failed", "cause", err.Error()) }, nil
+	return openedSource{src: keys.File{Path: path, Activation: cfg.activation()},
+		report: func(err error) { log.Warn("key refresh failed", "cause", err.Error()) }}, nil
 }
 
 // openVault opens a Vault source (Transit or KV v2) with the login that
 // keeps its client authenticated: logged in again when Vault denies it.
-func openVault(ctx context.Context, cfg Config, log *slog.Logger) (keys.Source, []func(context.Context) error, func(error), error) {
+func openVault(ctx context.Context, cfg Config, log *slog.Logger) (openedSource, error) {
 	client, login, err := vaultClient(cfg.Vault, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return openedSource{}, err
 	}
 	var src keys.Source = &vault.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
 	if cfg.Keys == "vault-transit" {
@@ -117,11 +132,23 @@ func openVault(ctx context.Context, cfg Config, log *slog.Logger) (keys.Source, 
 			login.Relogin()
 		}
 	}
-	first, err := login.Login(ctx)
-	if err != nil {
-		log.Warn("vault login failed; retrying", "cause", err.Error())
+	tasks := []func(context.Context) error{}
+	if cfg.Vault.TokenFile != "" {
+		tasks = append(tasks, func(ctx context.Context) error {
+			return onChange(ctx, cfg.Vault.TokenFile, time.Second, func() {
+				log.Info("vault token file changed; logging in with it")
+				login.Relogin()
+			})
+		})
 	}
-	return src, []func(context.Context) error{func(ctx context.Context) error { return login.Run(ctx, first) }}, report, nil
+	run := func(ctx context.Context) error {
+		first, err := login.Login(ctx)
+		if err != nil {
+			log.Warn("vault login failed; retrying", "cause", err.Error())
+		}
+		return login.Run(ctx, first)
+	}
+	return openedSource{src: src, tasks: append(tasks, run), report: report, login: login}, nil
 }
 
 // keyFile returns the configured key file, or the data directory's,
@@ -168,11 +195,14 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 	switch c.Auth {
 	case "", "token":
 		if c.TokenFile != "" {
-			token, err := readSecretFile(c.TokenFile)
+			tf := vault.TokenFile{Path: c.TokenFile}
+			token, err := tf.Token()
 			if err != nil {
-				return nil, nil, fmt.Errorf("vault token file: %v", err)
+				return nil, nil, err // missing or empty: configuration
 			}
 			client.SetToken(token)
+			login.Method = tf
+			break
 		}
 		if client.Token() == "" {
 			return nil, nil, errors.New("vault token auth: set VAULT_TOKEN or --vault-token-file")
@@ -212,4 +242,28 @@ func readSecretFile(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// onChange calls changed whenever the file at path changes (its modification
+// time or size), checking every interval, until ctx is done.
+func onChange(ctx context.Context, path string, every time.Duration, changed func()) error {
+	stamp := func() string {
+		st, err := os.Stat(path)
+		if err != nil {
+			return ""
+		}
+		return fmt.Sprint(st.ModTime().UnixNano(), st.Size())
+	}
+	last := stamp()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+		if now := stamp(); now != last {
+			last = now
+			changed()
+		}
+	}
 }

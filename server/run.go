@@ -35,11 +35,11 @@ type Server struct {
 	ls      *listeners
 	grpc    *grpc.Server
 	health  *health.Server
+	ready   *readiness
 	http    *http.Server
 	withTLS bool
 	tasks   []func(context.Context) error
 
-	notReady  *sampledLog // why /readyz said no
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -53,7 +53,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), notReady: newSampledLog("not ready: ledger unreachable")}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
 	if err := s.open(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -66,6 +66,9 @@ func (s *Server) open(ctx context.Context) error {
 	if s.cfg.Insecure && (!isLoopback(s.cfg.GRPCAddr) || !isLoopback(s.cfg.HTTPAddr)) && (s.cfg.TLSCert == "" || s.cfg.TenantsFile == "") {
 		s.log.Warn("INSECURE: listening beyond loopback without TLS and client authentication (--insecure); " +
 			"anyone who can connect can seal and open states")
+	}
+	for _, w := range s.cfg.Warnings() {
+		s.log.Warn(w)
 	}
 	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %v", err)
@@ -88,11 +91,11 @@ func (s *Server) openParts(ctx context.Context) error {
 	if s.keys, err = openKeys(ctx, s.cfg, s.log); err != nil {
 		return err
 	}
-	m := newMetrics()
+	m := newMetrics(s.cfg.LedgerTimeout)
 	if s.ledger, err = openLedger(s.cfg, s.log, func(n int) { m.swept.Add(float64(n)) }); err != nil {
 		return err
 	}
-	auth, tf, err := newAuthenticator(s.cfg, s.log)
+	auth, tf, err := newAuthenticator(s.cfg, s.log, m)
 	if err != nil {
 		return err
 	}
@@ -111,7 +114,22 @@ func (s *Server) openParts(ctx context.Context) error {
 		s.withTLS = true
 	}
 	s.grpc, s.health = s.svc.grpcServer(opts...)
-	s.http, err = s.svc.httpServer(ctx, tf, s.ready)
+	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
+		ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
+	s.ready.evaluate(ctx)
+	m.gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
+		func() float64 { return bit(s.ready.current() == nil) })
+	m.gauge("sealer_ledger_up", "1 when the ledger answered its last check (every 500ms), else 0.",
+		func() float64 { return bit(s.ready.ledgerUp.Load()) })
+	if tf != nil {
+		m.gauge("sealer_tls_certificate_expiry_timestamp_seconds", "Unix time at which the serving certificate expires.",
+			func() float64 { return seconds(tf.notAfter()) })
+	}
+	if s.keys.login != nil {
+		m.gauge("sealer_vault_login_ok", "1 while the Vault login holds a token that Vault accepted at the last login or renewal, else 0.",
+			func() float64 { return bit(s.keys.login.OK()) })
+	}
+	s.http, err = s.svc.httpServer(ctx, tf, func(mux *http.ServeMux) { s.ready.handle(mux, s.ledger.String()) })
 	return err
 }
 
@@ -121,30 +139,17 @@ func (s *Server) gatherTasks() {
 	s.tasks = append([]func(context.Context) error{
 		func(context.Context) error { return s.grpc.Serve(s.ls.grpc) },
 		func(context.Context) error { return serveHTTP(s.http, s.ls.http, s.withTLS) },
+		s.ready.run,
 	}, s.keys.tasks...)
 	if s.ledger.run != nil {
 		s.tasks = append(s.tasks, s.ledger.run)
 	}
 	if s.cfg.TenantsFile != "" {
-		s.tasks = append(s.tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, s.cfg, s.svc.auth, s.log) })
+		s.tasks = append(s.tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, s.cfg, s.svc.auth, s.log, s.svc.metrics) })
 	}
 	if s.ls.pprof != nil {
 		s.tasks = append(s.tasks, func(ctx context.Context) error { return servePprof(ctx, s.ls.pprof) })
 	}
-}
-
-// ready reports whether the sealer can seal and open: keys loaded and the
-// ledger reachable. Its errors are fixed words (/readyz is unauthenticated);
-// the cause goes to the log.
-func (s *Server) ready(ctx context.Context) error {
-	if s.keys.Ring() == nil {
-		return errors.New("no keys loaded yet")
-	}
-	if err := s.ledger.Ping(ctx); err != nil {
-		s.notReady.log(s.log, err)
-		return errors.New("ledger unreachable")
-	}
-	return nil
 }
 
 // GRPCAddr returns the address the gRPC server is bound to.
@@ -167,14 +172,24 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		s.log.Info("draining", "grace", s.cfg.ShutdownGrace.String())
-		s.health.Shutdown()
-		drain(s.http, s.grpc, s.cfg.ShutdownGrace, s.log)
+		s.shutdown()
 		return nil
 	})
 	err := g.Wait()
 	s.log.Info("stopped")
 	return err
+}
+
+// shutdown takes the replica out of rotation, then stops it: readiness
+// fails first (both probes), calls go on being served for ShutdownDelay
+// while load balancers and endpoints catch up, then the listeners stop
+// accepting and in-flight calls drain within ShutdownGrace.
+func (s *Server) shutdown() {
+	s.ready.drain()
+	s.log.Info("not ready: shutting down", "delay", s.cfg.ShutdownDelay.String())
+	time.Sleep(s.cfg.ShutdownDelay)
+	s.log.Info("draining", "grace", s.cfg.ShutdownGrace.String())
+	drain(s.http, s.grpc, s.cfg.ShutdownGrace, s.log)
 }
 
 // Close releases what New opened: listeners, the audit log, the ledger.
@@ -204,6 +219,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return s.Run(ctx)
+}
+
+// bit is 1 for true, 0 for false.
+func bit(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // listeners are the sockets of a sealer, all opened before anything serves.
@@ -244,8 +267,8 @@ func (ls *listeners) close() {
 }
 
 // httpServer returns the HTTP server of the gateway, metrics and health.
-func (s *service) httpServer(ctx context.Context, tf *tlsFiles, ready func(context.Context) error) (*http.Server, error) {
-	handler, err := s.httpHandler(ctx, ready)
+func (s *service) httpServer(ctx context.Context, tf *tlsFiles, probes func(*http.ServeMux)) (*http.Server, error) {
+	handler, err := s.httpHandler(ctx, probes)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %v", err)
 	}
@@ -309,9 +332,8 @@ func (s *service) grpcServer(opts ...grpc.ServerOption) (*grpc.Server, *health.S
 		grpc.NumStreamWorkers(streamWorkers),
 	)...)
 	sealerv1.RegisterSealerServer(gs, s)
-	hs := health.NewServer()
+	hs := health.NewServer() // readiness sets its statuses
 	healthpb.RegisterHealthServer(gs, hs)
-	hs.SetServingStatus(sealerv1.Sealer_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(gs)
 	return gs, hs
 }

@@ -49,7 +49,7 @@ func testService(t *testing.T, l consumer) *service {
 	auth := &authenticator{}
 	auth.tenants.Store(implicitTenants(Defaults()))
 	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		metrics: newMetrics(), refusals: newSampledLog("refused")}
+		metrics: newMetrics(time.Second), refusals: newSampledLog("refused")}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.
@@ -107,7 +107,7 @@ func TestToStatus(t *testing.T) {
 		{errors.New("disk on fire"), codes.Internal, "INTERNAL"},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
-			err, r := toStatus(context.Background(), log, "m", tc.err)
+			err, r := toStatus(context.Background(), log, "t", "m", tc.err)
 			if status.Code(err) != tc.code || reason(err) != tc.reason || r != tc.reason {
 				t.Fatalf("got %v %q %q, want %v %q", status.Code(err), reason(err), r, tc.code, tc.reason)
 			}

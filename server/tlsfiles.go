@@ -18,6 +18,7 @@ import (
 type tlsFiles struct {
 	certFile, keyFile, caFile string
 	log                       *slog.Logger
+	reloaded                  func(error) // the result of every reload after the first load
 
 	mu        sync.Mutex
 	checked   time.Time
@@ -26,8 +27,8 @@ type tlsFiles struct {
 	clientCAs *x509.CertPool
 }
 
-func newTLSFiles(certFile, keyFile, caFile string, log *slog.Logger) (*tlsFiles, error) {
-	f := &tlsFiles{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log}
+func newTLSFiles(certFile, keyFile, caFile string, log *slog.Logger, reloaded func(error)) (*tlsFiles, error) {
+	f := &tlsFiles{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log, reloaded: reloaded}
 	if err := f.reload(); err != nil {
 		return nil, err
 	}
@@ -76,7 +77,9 @@ func (f *tlsFiles) current() (*tls.Certificate, *x509.CertPool) {
 	if time.Since(f.checked) >= time.Second {
 		f.checked = time.Now()
 		if stamp := f.stampOf(); stamp != f.stamp {
-			if err := f.reload(); err != nil {
+			err := f.reload()
+			f.reloaded(err)
+			if err != nil {
 				f.log.Error("tls files changed but do not load; keeping the previous ones", "cause", err.Error())
 				f.stamp = stamp // do not retry until they change again
 			} else {
@@ -105,4 +108,13 @@ func (f *tlsFiles) config() *tls.Config {
 func (f *tlsFiles) pool() *x509.CertPool {
 	_, p := f.current()
 	return p
+}
+
+// notAfter returns when the serving certificate expires.
+func (f *tlsFiles) notAfter() time.Time {
+	c, _ := f.current()
+	if c == nil || c.Leaf == nil {
+		return time.Time{}
+	}
+	return c.Leaf.NotAfter
 }

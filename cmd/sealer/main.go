@@ -1,12 +1,15 @@
 // Command sealer runs the sealer service and its operator commands.
 //
-//	sealer serve     run the service (flags or SEALER_* variables)
-//	sealer keygen    write a new key file
-//	sealer inspect   print the public header of a requestState
+//	sealer serve          run the service (flags or SEALER_* variables)
+//	sealer check-config   validate the configuration without serving
+//	sealer keygen         write a new key file, or add a version to one
+//	sealer inspect        print the public header of a requestState
+//	sealer version        print the version
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,10 +17,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/version"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server"
@@ -26,9 +29,13 @@ import (
 const usage = `usage: sealer <command> [flags]
 
 commands:
-  serve     run the sealer (sealer serve -h for flags)
-  keygen    write a new key file: sealer keygen PATH
-  inspect   print the public header of a state: sealer inspect STATE
+  serve          run the sealer (the default command; sealer serve --help for its flags)
+  check-config   validate flags, SEALER_* variables, tenants file and key source, without serving
+  keygen         write a new key file, or add a version to one (rotation)
+  inspect        print the public header of a requestState
+  version        print the version (also: sealer --version)
+
+Every command takes -h or --help.
 `
 
 // gcPercent is the default GOGC. A sealer's live heap is small and nearly all
@@ -43,133 +50,183 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "sealer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return serve(nil, stderr)
-	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stderr)
-	case "keygen":
-		if len(args) != 2 {
-			return fmt.Errorf("keygen wants one path\n%s", usage)
-		}
-		return keys.GenerateFile(args[1], time.Now())
-	case "inspect":
-		if len(args) != 2 {
-			return fmt.Errorf("inspect wants one state\n%s", usage)
-		}
-		h, err := sealer.Inspect(args[1])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "version %d\nkey version %d\nstate id %s\n", h.Version, h.KeyVersion, h.ID)
-		return nil
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+// commands are the sealer's commands, by name.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"serve":        serve,
+	"check-config": checkConfig,
+	"keygen":       keygen,
+	"inspect":      inspect,
+	"version":      printVersion,
 }
 
-// serve turns flags and SEALER_* variables into a server.Config and runs it
-// until SIGINT or SIGTERM.
-func serve(args []string, stderr io.Writer) error {
-	cfg := server.Defaults()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (REST gateway, /metrics, /healthz, /readyz)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the key file and the embedded ledger")
-	fs.StringVar(&cfg.TenantsFile, "tenants", "", "tenants file (YAML): who may call, how they authenticate, their policy; reloaded on SIGHUP")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate (PEM) of both listeners; reloaded when it changes")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS private key (PEM)")
-	fs.StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "CA bundle (PEM) that verifies client certificates (mTLS)")
-	fs.BoolVar(&cfg.Insecure, "insecure", false, "allow listening beyond loopback without TLS and client authentication")
-	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "calls served at once; past it RESOURCE_EXHAUSTED (0: unlimited)")
-	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
-	fs.StringVar(&cfg.AuditLog, "audit-log", "", "audit events: empty for the service log, or a file (JSON lines)")
-	fs.StringVar(&cfg.Keys, "keys", cfg.Keys, "key source: "+strings.Join(server.KeySources(), ", "))
-	fs.DurationVar(&cfg.KeyPoll, "key-poll", cfg.KeyPoll, "how often the key source is read again")
-	fs.DurationVar(&cfg.KeyActivation, "key-activation", cfg.KeyActivation, "how old a new key version must be before it seals (0: twice key-poll)")
-	v := &cfg.Vault
-	fs.StringVar(&v.Addr, "vault-addr", "", "Vault address (default: VAULT_ADDR)")
-	fs.StringVar(&v.Namespace, "vault-namespace", "", "Vault namespace (default: VAULT_NAMESPACE)")
-	fs.StringVar(&v.CAFile, "vault-ca-file", "", "PEM bundle verifying Vault (default: VAULT_CACERT)")
-	fs.StringVar(&v.ClientCert, "vault-client-cert", "", "client certificate for Vault (default: VAULT_CLIENT_CERT)")
-	fs.StringVar(&v.ClientKey, "vault-client-key", "", "client key for Vault (default: VAULT_CLIENT_KEY)")
-	fs.StringVar(&v.Auth, "vault-auth", "token", "Vault login: token, approle or kubernetes")
-	fs.StringVar(&v.AuthMount, "vault-auth-mount", "", "mount of the Vault auth method (default: approle or kubernetes)")
-	fs.StringVar(&v.TokenFile, "vault-token-file", "", "token auth: file holding the token (default: VAULT_TOKEN)")
-	fs.StringVar(&v.RoleIDFile, "vault-role-id-file", "", "approle auth: file holding the role id")
-	fs.StringVar(&v.SecretIDFile, "vault-secret-id-file", "", "approle auth: file holding the secret id")
-	fs.StringVar(&v.KubernetesRole, "vault-kubernetes-role", "", "kubernetes auth: Vault role")
-	fs.StringVar(&v.KubernetesJWT, "vault-kubernetes-token-file", "", "kubernetes auth: service-account token file (default: the pod's)")
-	fs.StringVar(&v.TransitMount, "vault-transit-mount", "transit", "keys=vault-transit: Transit mount")
-	fs.StringVar(&v.TransitKey, "vault-transit-key", "", "keys=vault-transit: name of the exportable Transit key")
-	fs.StringVar(&v.KVMount, "vault-kv-mount", "secret", "keys=vault-kv: KV v2 mount")
-	fs.StringVar(&v.KVPath, "vault-kv-path", "", "keys=vault-kv: path of the secret whose versions are the keys")
-	fs.StringVar(&cfg.KeyFile, "key-file", cfg.KeyFile, "key file shared by replicas (default: keys.json in the data directory, generated when missing)")
-	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "one-time ledger: embedded, or a Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://)")
-	fs.DurationVar(&cfg.LedgerTimeout, "ledger-timeout", cfg.LedgerTimeout, "bound on each Redis ledger call")
-	fs.StringVar(&cfg.LedgerPasswordFile, "ledger-password-file", cfg.LedgerPasswordFile, "file holding the Redis password (instead of the URL)")
-	fs.StringVar(&cfg.LedgerCAFile, "ledger-ca-file", cfg.LedgerCAFile, "PEM bundle verifying a rediss:// server")
-	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
-	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
-	fs.DurationVar(&cfg.MaxTTL, "max-ttl", cfg.MaxTTL, "longest ttl accepted; longer is refused, not clamped")
-	fs.DurationVar(&cfg.Skew, "skew", cfg.Skew, "clock skew allowed past a state's expiry")
-	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight calls may drain on SIGTERM")
-	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired ledger entries are deleted")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+// run runs the command args name. Help, asked for anywhere, is printed on
+// stdout and returns flag.ErrHelp: exit 0, nothing done.
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return serve(nil, stdout, stderr)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return flag.ErrHelp
+	case "-version", "--version":
+		return printVersion(nil, stdout, stderr)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	}
+	return cmd(args[1:], stdout, stderr)
+}
+
+// newFlags returns the flag set of a command whose help is the usage line,
+// then text, then the flags; -h and --help print it on stdout.
+func newFlags(name, usageLine, text string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse errors are returned, not printed
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "usage: sealer %s\n\n%s", usageLine, text)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(stdout, "\nflags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+	}
+	return fs
+}
+
+// parse parses args, refusing positional arguments beyond want. Errors other
+// than help go to stderr with the usage line.
+func parse(fs *flag.FlagSet, args []string, want int) error {
+	help := fs.Usage
+	fs.Usage = func() {} // the flag package calls it on every error; only help prints it
+	err := fs.Parse(args)
+	fs.Usage = help
+	if errors.Is(err, flag.ErrHelp) {
+		help()
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("%s: %v (sealer %s --help)", fs.Name(), err, fs.Name())
 	}
-	if err := fromEnv(fs); err != nil {
+	if fs.NArg() != want {
+		return fmt.Errorf("%s: want %d argument(s), got %d (sealer %s --help)", fs.Name(), want, fs.NArg(), fs.Name())
+	}
+	return nil
+}
+
+func keygen(args []string, stdout, _ io.Writer) error {
+	fs := newFlags("keygen", "keygen [--add] PATH", `Without --add, writes a new key file at PATH (mode 0600) holding one random version;
+it never overwrites a file. With --add, adds a random version to the key file at
+PATH, created now: every replica reading the file opens with it at once and seals
+with it once it is --key-activation old.
+`, stdout)
+	add := fs.Bool("add", false, "add a version to an existing key file (rotation)")
+	if err := parse(fs, args, 1); err != nil {
 		return err
 	}
-
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("log-level: %v", err)
+	if *add {
+		v, err := keys.AddVersion(fs.Arg(0), time.Now())
+		if err == nil {
+			fmt.Fprintf(stdout, "added key version %d; it seals once it is --key-activation old\n", v)
+		}
+		return err
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch *logFormat {
-	case "text":
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, opts))
-	case "json":
-		cfg.Logger = slog.New(slog.NewJSONHandler(stderr, opts))
-	default:
-		return fmt.Errorf("log-format %q: want text or json", *logFormat)
-	}
+	return keys.GenerateFile(fs.Arg(0), time.Now())
+}
 
+func inspect(args []string, stdout, _ io.Writer) error {
+	fs := newFlags("inspect", "inspect STATE", `Prints the public header of a requestState: format version, key version, state id.
+It opens nothing and needs no key.
+`, stdout)
+	if err := parse(fs, args, 1); err != nil {
+		return err
+	}
+	h, err := sealer.Inspect(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "version %d\nkey version %d\nstate id %s\n", h.Version, h.KeyVersion, h.ID)
+	return nil
+}
+
+func printVersion(args []string, stdout, _ io.Writer) error {
+	fs := newFlags("version", "version", "Prints the module version and VCS commit of this build.\n", stdout)
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, version.Get())
+	return nil
+}
+
+// serve runs the sealer until SIGINT or SIGTERM.
+func serve(args []string, stdout, stderr io.Writer) error {
+	cfg, log, err := config("serve", "serve [flags]", "Runs the sealer. Every flag can also be set by its SEALER_* variable.\n", args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return server.Run(ctx, cfg)
 }
 
-// fromEnv sets every flag not given on the command line from its SEALER_*
-// variable: --grpc-addr from SEALER_GRPC_ADDR, and so on.
-func fromEnv(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "SEALER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && !set[f.Name] && err == nil {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %v", name, e)
-			}
-		}
-	})
-	return err
+// checkConfig validates a serve configuration without serving.
+func checkConfig(args []string, stdout, stderr io.Writer) error {
+	cfg, _, err := config("check-config", "check-config [serve flags]", `Validates what serve would run with (its flags and SEALER_* variables): the flags,
+the TLS files, the tenants file, and one load of the key source (a Vault login and
+read included). Serves nothing, writes nothing. Exits 0, or 1 with every problem.
+`, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
+	if err := server.Check(ctx, cfg); err != nil {
+		return fmt.Errorf("configuration refused:\n%v", err)
+	}
+	fmt.Fprintln(stdout, "configuration ok")
+	return nil
+}
+
+// config turns serve's flags and SEALER_* variables into a server.Config and
+// a logger.
+func config(name, usageLine, text string, args []string, stdout, stderr io.Writer) (server.Config, *slog.Logger, error) {
+	cfg := server.Defaults()
+	fs := newFlags(name, usageLine, text, stdout)
+	logFormat, logLevel := defineServeFlags(fs, &cfg)
+	fs.Usage = func() { printServeUsage(stdout, usageLine, text, fs) }
+	if err := parse(fs, args, 0); err != nil {
+		return cfg, nil, err
+	}
+	if err := fromEnv(fs); err != nil {
+		return cfg, nil, err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return cfg, nil, fmt.Errorf("log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch *logFormat {
+	case "text":
+		return cfg, slog.New(slog.NewTextHandler(stderr, opts)), nil
+	case "json":
+		return cfg, slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return cfg, nil, fmt.Errorf("log-format %q: want text or json", *logFormat)
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
@@ -23,10 +27,16 @@ type Login struct {
 	Retry time.Duration
 
 	relogin chan struct{}
+	ok      atomic.Bool
 }
+
+// OK reports whether the last login or renewal succeeded and no denial
+// came since.
+func (l *Login) OK() bool { return l.ok.Load() }
 
 // Relogin asks Run to log in again. It never blocks.
 func (l *Login) Relogin() {
+	l.ok.Store(false)
 	select {
 	case l.kick() <- struct{}{}:
 	default:
@@ -43,6 +53,12 @@ func (l *Login) kick() chan struct{} {
 // Login logs in once (or, with a nil Method, renews the client's token) and
 // returns the secret to watch, nil when there is nothing to renew.
 func (l *Login) Login(ctx context.Context) (*vaultapi.Secret, error) {
+	s, err := l.login(ctx)
+	l.ok.Store(err == nil)
+	return s, err
+}
+
+func (l *Login) login(ctx context.Context) (*vaultapi.Secret, error) {
 	if l.Method != nil {
 		s, err := l.Client.Auth().Login(ctx, l.Method)
 		if err != nil {
@@ -82,6 +98,7 @@ func (l *Login) Run(ctx context.Context, first *vaultapi.Secret) error {
 			case <-relogin:
 			}
 		} else if err := l.watch(ctx, secret, relogin); err != nil {
+			l.ok.Store(false)
 			report(err)
 		}
 		if ctx.Err() != nil {
@@ -127,4 +144,57 @@ func (l *Login) watch(ctx context.Context, secret *vaultapi.Secret, relogin <-ch
 		case <-w.RenewCh():
 		}
 	}
+}
+
+// TokenFile logs in with the token a file holds: a Vault Agent sink, or a
+// mounted secret that something else renews. Every login reads the file
+// again, so the token in force is the file's at the last login; Login.Run
+// logs in again on a denial, and whoever watches the file calls Relogin when
+// it changes.
+type TokenFile struct{ Path string }
+
+var _ vaultapi.AuthMethod = TokenFile{}
+
+// maxTokenFile bounds how much of a token file is read.
+const maxTokenFile = 64 << 10
+
+// Login implements vaultapi.AuthMethod. A renewable token comes back with
+// its lease, for Login.Run to keep renewed; when renewal fails (a token that
+// cannot renew, Vault unreachable) it is used as it is until a denial or a
+// change of the file.
+func (f TokenFile) Login(ctx context.Context, c *vaultapi.Client) (*vaultapi.Secret, error) {
+	token, err := f.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tc, err := c.Clone(); err == nil {
+		tc.SetToken(token)
+		if s, err := tc.Auth().Token().RenewSelfWithContext(ctx, 0); err == nil && s != nil && s.Auth != nil && s.Auth.ClientToken == token {
+			return s, nil
+		}
+	}
+	return &vaultapi.Secret{Auth: &vaultapi.SecretAuth{ClientToken: token}}, nil
+}
+
+// Token reads the token the file holds now, without calling Vault.
+func (f TokenFile) Token() (string, error) { return readToken(f.Path) }
+
+func readToken(path string) (string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("keys: vault token file: %v", err)
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("keys: vault token file: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenFile:
+		return "", fmt.Errorf("keys: vault token file %s is larger than %d bytes", path, maxTokenFile)
+	case token == "":
+		return "", fmt.Errorf("keys: vault token file %s is empty", path)
+	}
+	return token, nil
 }

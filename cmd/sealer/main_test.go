@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcp-sealer/sealer/server"
+)
+
+// TestHelp_EveryCommandPrintsHelpAndActsNot: -h and --help on every command
+// print its help on stdout, end in flag.ErrHelp (exit 0), and do nothing:
+// no key file named "--help", no state inspected, no server started.
+func TestHelp_EveryCommandPrintsHelpAndActsNot(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var runs [][]string
+	for _, h := range []string{"-h", "--help", "-help"} {
+		runs = append(runs, []string{h})
+		for name := range commands {
+			runs = append(runs, []string{name, h})
+		}
+	}
+	runs = append(runs, []string{"keygen", "--add", "--help"}, []string{"serve", "--grpc-addr", "127.0.0.1:0", "-h"})
+	for _, args := range runs {
+		var stdout, stderr bytes.Buffer
+		err := run(args, &stdout, &stderr)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%q: %v, want flag.ErrHelp (exit 0)", args, err)
+		}
+		if !strings.Contains(stdout.String(), "usage: sealer") || stderr.Len() != 0 {
+			t.Errorf("%q: stdout %q, stderr %q; want the help on stdout only", args, stdout.String(), stderr.String())
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("help wrote files: %v", entries)
+	}
+}
+
+// TestServeHelp_GroupsEveryFlag: serve --help lists every flag once, in a
+// group, with its variable.
+func TestServeHelp_GroupsEveryFlag(t *testing.T) {
+	cfg := server.Defaults()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	defineServeFlags(fs, &cfg)
+	seen := map[string]int{}
+	for _, g := range serveGroups {
+		for _, name := range g.flags {
+			seen[name]++
+			if fs.Lookup(name) == nil {
+				t.Errorf("group %q names %q, which is no flag", g.title, name)
+			}
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if seen[f.Name] != 1 {
+			t.Errorf("flag %q is in %d groups, want 1", f.Name, seen[f.Name])
+		}
+	})
+	var out bytes.Buffer
+	if err := run([]string{"serve", "--help"}, &out, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Vault (keys vault-transit, vault-kv):", "--grpc-addr string", "variable SEALER_GRPC_ADDR, default 127.0.0.1:7443", "variable SEALER_SHUTDOWN_DELAY"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var out bytes.Buffer
+		if err := run(args, &out, &out); err != nil || !strings.HasPrefix(out.String(), "sealer ") || !strings.Contains(out.String(), "commit ") {
+			t.Errorf("%q: %q, %v", args, out.String(), err)
+		}
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	var out bytes.Buffer
+	if err := run([]string{"keygen", path}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"keygen", "--add", path}, &out, &out); err != nil || !strings.Contains(out.String(), "added key version 2") {
+		t.Fatalf("keygen --add: %q, %v", out.String(), err)
+	}
+	for _, args := range [][]string{{"keygen"}, {"keygen", path, "extra"}, {"keygen", "--nope", path}, {"inspect"}} {
+		if err := run(args, &out, &out); err == nil || errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestCheckConfig: check-config says ok for a configuration serve accepts,
+// and lists every problem of one it refuses, without writing anything.
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := run([]string{"check-config", "--data-dir", dir}, &out, &out); err != nil || !strings.Contains(out.String(), "configuration ok") {
+		t.Fatalf("default: %q, %v", out.String(), err)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	os.WriteFile(tenants, []byte("tenants: [{name: x, nonsense: 1}]\n"), 0o600)
+	out.Reset()
+	err := run([]string{"check-config", "--data-dir", dir, "--max-ttl", "1s", "--grpc-addr", "nonsense",
+		"--tenants", tenants, "--key-file", filepath.Join(dir, "missing.json")}, &out, &out)
+	if err == nil {
+		t.Fatal("check-config accepted a broken configuration")
+	}
+	for _, want := range []string{"default-ttl", "grpc-addr", "tenants", "missing.json"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the problems %q do not name %q", err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("check-config wrote into the data directory: %v", entries)
+	}
+	out.Reset()
+	if err := run([]string{"check-config", "--data-dir", dir, "--grpc-addr", "0.0.0.0:7443", "--insecure"}, &out, &out); err != nil ||
+		!strings.Contains(out.String(), "REPLICAS WILL NOT SHARE KEYS") || !strings.Contains(out.String(), "REPLICAS WILL NOT SHARE CONSUMPTIONS") {
+		t.Errorf("beyond loopback with per-replica keys and ledger: %q, %v; want both warnings", out.String(), err)
+	}
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/mcp-sealer/sealer/keys"
+)
+
+// Check validates cfg as New would, without serving and without writing
+// anything: the flags, the TLS files, the tenants file, and one load of the
+// key source (a Vault login and read included, bounded by ctx). It returns
+// every problem at once, joined, or nil.
+func Check(ctx context.Context, cfg Config) error {
+	errs := []error{cfg.Validate()}
+	discard := slog.New(slog.DiscardHandler)
+	if _, _, err := newAuthenticator(cfg, discard, newMetrics(time.Second)); err != nil {
+		errs = append(errs, err)
+	}
+	if kind, ok := keySources[cfg.Keys]; ok && kind.check(cfg) == nil {
+		errs = append(errs, checkKeys(ctx, cfg, discard))
+	}
+	return errors.Join(errs...)
+}
+
+// checkKeys loads the key source once. A missing default key file is no
+// problem: serve generates it.
+func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Keys == "file" {
+		f := keys.File{Path: cfg.KeyFile, Activation: cfg.activation()}
+		if f.Path == "" {
+			if f.Path = filepath.Join(cfg.DataDir, "keys.json"); !f.Exists() {
+				return nil
+			}
+		}
+		_, err := f.Load(ctx)
+		return err
+	}
+	o, err := keySources[cfg.Keys].open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if o.login != nil {
+		if _, err := o.login.Login(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := o.src.Load(ctx); err != nil {
+		return fmt.Errorf("keys %s: %v", cfg.Keys, err)
+	}
+	return nil
+}
+
+// Warnings lists what the configuration allows but an operator most likely
+// did not mean: a sealer others can reach is one replica of several, and
+// replicas must share their keys and their ledger.
+func (c *Config) Warnings() []string {
+	if isLoopback(c.GRPCAddr) && isLoopback(c.HTTPAddr) {
+		return nil
+	}
+	var w []string
+	if c.Keys == "file" && c.KeyFile == "" {
+		w = append(w, "REPLICAS WILL NOT SHARE KEYS: this replica seals with the key file it generated in its own data directory, "+
+			"so no other replica can open its states; give every replica the same --key-file, or use Vault (--keys vault-transit)")
+	}
+	if c.Ledger == "embedded" {
+		w = append(w, "REPLICAS WILL NOT SHARE CONSUMPTIONS: the embedded ledger is this replica's own, "+
+			"so a one-time state can open once on every replica; use a Redis ledger (--ledger redis://...)")
+	}
+	return w
+}
