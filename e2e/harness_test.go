@@ -87,11 +87,18 @@ func (s *syncBuffer) String() string {
 // directory and extra flags, and waits until it listens.
 func start(t *testing.T, dataDir string, flags ...string) *proc {
 	t.Helper()
+	return startEnv(t, nil, dataDir, flags...)
+}
+
+// startEnv is start with extra environment variables (NAME=value).
+func startEnv(t *testing.T, env []string, dataDir string, flags ...string) *proc {
+	t.Helper()
 	// No shutdown delay unless a test asks for one (later flags win): the
 	// tests stop sealers often, with no load balancer to wait for.
 	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--data-dir", dataDir, "--log-format", "json", "--log-level", "debug", "--shutdown-delay", "0s"}, flags...)
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

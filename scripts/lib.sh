@@ -46,3 +46,20 @@ ensure_node() {
   export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
   "$SEALER_TEST_NODE_BIN/node" --version
 }
+
+# ensure_otelcol builds an OpenTelemetry Collector from pinned modules
+# (tools/otelcol) once into the cache directory and exports its path as
+# SEALER_TEST_OTELCOL, for the tracing test.
+ensure_otelcol() {
+  local sum cache_dir
+  sum=$(sha256sum tools/otelcol/go.sum tools/otelcol/go.mod tools/otelcol/main.go | sha256sum | cut -c1-12)
+  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
+  export SEALER_TEST_OTELCOL="$cache_dir/otelcol-v0.165.0-$sum"
+  if [ ! -x "$SEALER_TEST_OTELCOL" ]; then
+    echo "building the OpenTelemetry Collector once (about 3 minutes on 2 cores) into $cache_dir"
+    mkdir -p "$cache_dir"
+    (cd tools/otelcol && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_OTELCOL.tmp" .)
+    mv "$SEALER_TEST_OTELCOL.tmp" "$SEALER_TEST_OTELCOL"
+  fi
+  "$SEALER_TEST_OTELCOL" --version
+}

@@ -12,6 +12,9 @@ redis-server --version
 step "Vault server built from Go modules (tools/vault), cached"
 ensure_vault
 
+step "OpenTelemetry Collector built from Go modules (tools/otelcol), cached"
+ensure_otelcol
+
 step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
 ensure_node
 

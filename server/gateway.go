@@ -44,7 +44,7 @@ func (s *service) httpHandler(ctx context.Context, probes func(*http.ServeMux)) 
 		runtime.HTTPError(r.Context(), gw, marshaler, w, r, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/", s.gateHTTP(http.MaxBytesHandler(gw, maxRequest), maxHTTPInFlight, writeErr))
+	mux.Handle("POST /v1/", s.gateHTTP(s.trace.httpHandler(http.MaxBytesHandler(gw, maxRequest)), maxHTTPInFlight, writeErr))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	probes(mux)
 	return mux, nil

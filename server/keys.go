@@ -86,7 +86,7 @@ func needs(flag string, value func(Config) string) func(Config) error {
 // login and first load run in the background, so the sealer listens and its
 // probes answer (not ready) while Vault is slow or down, and readiness turns
 // true when the first ring loads.
-func openKeys(ctx context.Context, cfg Config, log *slog.Logger) (*keySource, error) {
+func openKeys(ctx context.Context, cfg Config, log *slog.Logger, tr *tracing) (*keySource, error) {
 	kind, ok := keySources[cfg.Keys]
 	if !ok {
 		return nil, fmt.Errorf("keys %q: want one of %s", cfg.Keys, strings.Join(KeySources(), ", "))
@@ -95,7 +95,7 @@ func openKeys(ctx context.Context, cfg Config, log *slog.Logger) (*keySource, er
 	if err != nil {
 		return nil, err
 	}
-	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(o.src, cfg.KeyPoll, o.report), login: o.login}
+	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(tr.keys(o.src), cfg.KeyPoll, o.report), login: o.login}
 	if cfg.Keys == "file" {
 		if err := ks.Refresh(ctx); err != nil {
 			return nil, err

@@ -36,6 +36,7 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	ready   *readiness
+	trace   *tracing
 	http    *http.Server
 	withTLS bool
 	tasks   []func(context.Context) error
@@ -88,7 +89,10 @@ func (s *Server) open(ctx context.Context) error {
 // log, and builds the service over them.
 func (s *Server) openParts(ctx context.Context) error {
 	var err error
-	if s.keys, err = openKeys(ctx, s.cfg, s.log); err != nil {
+	if s.trace, err = openTracing(ctx); err != nil {
+		return err
+	}
+	if s.keys, err = openKeys(ctx, s.cfg, s.log, s.trace); err != nil {
 		return err
 	}
 	m := newMetrics(s.cfg.LedgerTimeout)
@@ -103,7 +107,7 @@ func (s *Server) openParts(ctx context.Context) error {
 		return err
 	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: time.Now, log: s.log,
-		metrics: m, refusals: newSampledLog("unauthenticated calls refused")}
+		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace}
 	if s.cfg.MaxInFlight > 0 {
 		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
 	}
@@ -113,7 +117,7 @@ func (s *Server) openParts(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tf.config())))
 		s.withTLS = true
 	}
-	s.grpc, s.health = s.svc.grpcServer(opts...)
+	s.grpc, s.health = s.svc.grpcServer(append(opts, s.trace.grpcOptions()...)...)
 	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
 		ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
@@ -163,7 +167,7 @@ func (s *Server) HTTPAddr() net.Addr { return s.ls.http.Addr() }
 // opened, and returns nil. It returns an error if a listener fails.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Close()
-	s.log.Info("listening", "grpc", s.GRPCAddr().String(), "http", s.HTTPAddr().String(), "tls", s.withTLS,
+	s.log.Info("listening", "grpc", s.GRPCAddr().String(), "http", s.HTTPAddr().String(), "tls", s.withTLS, "tracing", s.trace.on,
 		"tenants", len(s.svc.auth.tenants.Load().all), "data_dir", s.cfg.DataDir,
 		"ledger", s.ledger.String(), "keys", s.keys.name, "key_ring", fmt.Sprint(s.keys.Ring()))
 	g, gctx := errgroup.WithContext(ctx)
@@ -205,6 +209,11 @@ func (s *Server) Close() error {
 		}
 		if s.ledger != nil {
 			errs = append(errs, s.ledger.Close())
+		}
+		if s.trace != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			errs = append(errs, s.trace.shutdown(ctx)) // the last spans
+			cancel()
 		}
 		s.closeErr = errors.Join(errs...)
 	})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -48,6 +49,7 @@ type service struct {
 	log      *slog.Logger
 	metrics  *metrics
 	refusals *sampledLog
+	trace    *tracing
 }
 
 // Seal implements sealerv1.SealerServer.
@@ -137,6 +139,8 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 // after the acceptance window is refused as expired, never counted as a win.
 // On any failure the payload is zeroed: the caller gets none of it.
 func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) error {
+	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.consume")
+	defer span.End()
 	start := time.Now()
 	until := o.ExpiresAt.Add(s.ledgerRetention())
 	err := s.ledger.Consume(ctx, tenant, o.ID, until)
@@ -144,6 +148,7 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) 
 		err = sealer.ErrExpired
 	}
 	reason := ledgerReason(err)
+	span.SetAttributes(attribute.String("sealer.ledger.outcome", reason))
 	s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(start).Seconds())
 	if reason == reasonLedgerUnavailable {
 		s.metrics.ledgerErr.Inc()

@@ -49,7 +49,7 @@ func testService(t *testing.T, l consumer) *service {
 	auth := &authenticator{}
 	auth.tenants.Store(implicitTenants(Defaults()))
 	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		metrics: newMetrics(time.Second), refusals: newSampledLog("refused")}
+		metrics: newMetrics(time.Second), refusals: newSampledLog("refused"), trace: tracingOff()}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.
