@@ -30,6 +30,24 @@ if [ -d .git ] && [ -n "$(git status --porcelain -- gen)" ]; then
   exit 1
 fi
 
+step "buf breaking: the API is compatible with the last release (proto/releases)"
+last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
+go tool -modfile=tools/go.mod buf breaking --against "$last_release"
+echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
+
+step "release artifacts: the binary's version and its SBOM (CycloneDX)"
+artifacts=$(mktemp -d)
+buildvcs=false
+[ -d .git ] && buildvcs=true
+CGO_ENABLED=0 go build -buildvcs=$buildvcs -trimpath -o "$artifacts/sealer" ./cmd/sealer
+"$artifacts/sealer" --version
+go tool -modfile=tools/go.mod cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
+for module in github.com/mcp-sealer/sealer google.golang.org/grpc github.com/hashicorp/vault/api github.com/redis/go-redis/v9 go.opentelemetry.io/otel; do
+  grep -q "\"name\": \"$module\"" "$artifacts/sealer.cdx.json" || { echo "the SBOM does not list $module" >&2; exit 1; }
+done
+echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go packages and modules listed"
+rm -rf "$artifacts"
+
 # The Go modules: the service (root), the MCP Go SDK adapter, the examples
 # and the end-to-end tests, each with its own go.mod so that the service and
 # its client pull no MCP SDK.
