@@ -8,9 +8,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,6 +270,12 @@ func TestTenants_SIGHUPReload(t *testing.T) {
 	for _, tok := range []string{"token-one", "token-two"} {
 		mustSeal(t, caller(tok), sealBody("a", weatherParams, "x", ""))
 	}
+	metrics := httpGet(t, "http://"+s.HTTP+"/metrics")
+	for _, want := range []string{`sealer_reloads_total{result="ok",what="tenants"} 1`, `sealer_reloads_total{result="error",what="tenants"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
 
 // TestTenants_RateLimit: calls past a tenant's rate get RESOURCE_EXHAUSTED
@@ -324,4 +333,22 @@ func TestTenants_TLSReload(t *testing.T) {
 	copyFile(renewed.CertFile, certFile)
 	waitFor(t, "the renewed certificate", 5*time.Second, func() bool { return served() != before })
 	mustSeal(t, p.callersOf(t, s, nil, "tok")["REST"], sealBody("a", weatherParams, "x", ""))
+
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: p.tlsConfig(t, nil)}}
+	resp, err := https.Get("https://" + s.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^sealer_reloads_total\{result="ok",what="tls"\} [1-9]`).Match(metrics) {
+		t.Error("metrics do not count the TLS reload")
+	}
+	m := regexp.MustCompile(`(?m)^sealer_tls_certificate_expiry_timestamp_seconds (\S+)$`).FindSubmatch(metrics)
+	if m == nil {
+		t.Fatal("no sealer_tls_certificate_expiry_timestamp_seconds")
+	}
+	if expiry, _ := strconv.ParseFloat(string(m[1]), 64); expiry < float64(time.Now().Unix()) {
+		t.Errorf("certificate expiry %v is not in the future", expiry)
+	}
 }

@@ -408,5 +408,8 @@ func TestVault_TokenFileReadAgain(t *testing.T) {
 		}
 		rotateAndFollow(3)
 	})
+	waitFor(t, "sealer_vault_login_ok 1", 5*time.Second, func() bool {
+		return strings.Contains(httpGet(t, "http://"+p.HTTP+"/metrics"), "\nsealer_vault_login_ok 1\n")
+	})
 	assertNoSecretsInLogs(t, []*proc{p}, vaultSecrets(t, v, first))
 }

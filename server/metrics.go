@@ -131,6 +131,20 @@ func (m *metrics) watchKeys(r *keys.Refresher) {
 	}, func() float64 { return float64(r.Errors()) }))
 }
 
+// zero creates the counters' series at 0 before their first event, so that
+// a rate or an alert on them has a series from the start: the refusals of
+// both transports, and the reloads of what is configured.
+func (m *metrics) zero(tenants, tls bool) {
+	m.unauthenticated.WithLabelValues("grpc")
+	m.unauthenticated.WithLabelValues("rest")
+	for what, on := range map[string]bool{"tenants": tenants, "tls": tls} {
+		if on {
+			m.reloads.WithLabelValues(what, "ok")
+			m.reloads.WithLabelValues(what, "error")
+		}
+	}
+}
+
 // reloaded counts a reload of what (tenants, tls).
 func (m *metrics) reloaded(what string, err error) {
 	result := "ok"

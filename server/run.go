@@ -125,6 +125,7 @@ func (s *Server) openParts(ctx context.Context) error {
 		func() float64 { return bit(s.ready.current() == nil) })
 	m.gauge("sealer_ledger_up", "1 when the ledger answered its last check (every 500ms), else 0.",
 		func() float64 { return bit(s.ready.ledgerUp.Load()) })
+	m.zero(s.cfg.TenantsFile != "", tf != nil)
 	if tf != nil {
 		m.gauge("sealer_tls_certificate_expiry_timestamp_seconds", "Unix time at which the serving certificate expires.",
 			func() float64 { return seconds(tf.notAfter()) })
