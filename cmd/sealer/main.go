@@ -120,6 +120,7 @@ func serve(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.LedgerTimeout, "ledger-timeout", cfg.LedgerTimeout, "bound on each Redis ledger call")
 	fs.StringVar(&cfg.LedgerPasswordFile, "ledger-password-file", cfg.LedgerPasswordFile, "file holding the Redis password (instead of the URL)")
 	fs.StringVar(&cfg.LedgerCAFile, "ledger-ca-file", cfg.LedgerCAFile, "PEM bundle verifying a rediss:// server")
+	fs.IntVar(&cfg.LedgerReplicas, "ledger-replicas", cfg.LedgerReplicas, "Redis replicas that must acknowledge each consume (WAIT) for it to count (0: none)")
 	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
 	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
 	fs.DurationVar(&cfg.MaxTTL, "max-ttl", cfg.MaxTTL, "longest ttl accepted; longer is refused, not clamped")
