@@ -40,9 +40,12 @@ type SentinelOptions struct {
 // failover needs both). Everything is stopped at cleanup.
 func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 	t.Helper()
-	s := &Sentinel{Primary: Start(t, false, o.Args...)}
+	// Replication has its own user, so that CutReplication can refuse it.
+	args := append([]string{"--user", "replication", "on", ">replication-pw", "~*", "&*", "+@all",
+		"--masteruser", "replication", "--masterauth", "replication-pw"}, o.Args...)
+	s := &Sentinel{Primary: Start(t, false, args...)}
 	host, port, _ := net.SplitHostPort(s.Primary.Addr)
-	s.Replica = Start(t, false, append([]string{"--replicaof", host, port}, o.Args...)...)
+	s.Replica = Start(t, false, append([]string{"--replicaof", host, port}, args...)...)
 	waitFor(t, 10*time.Second, "the replica's link to the primary", func() error { return linkUp(s.Replica) })
 	for range 3 {
 		dir := t.TempDir()
@@ -93,6 +96,29 @@ func (s *Sentinel) Addrs() []string {
 		addrs = append(addrs, sn.Addr)
 	}
 	return addrs
+}
+
+// CutReplication disables the replication user on the primary and closes
+// the replica's link, so that the primary's writes from now on stay in its
+// backlog, as on a replica that lags, until the test ends or the primary
+// dies.
+func (s *Sentinel) CutReplication(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c := s.Primary.Client(t)
+	if err := c.Do(ctx, "acl", "setuser", "replication", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "client", "kill", "user", "replication").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the replica's link to go down", func() error {
+		if linkUp(s.Replica) == nil {
+			return fmt.Errorf("%s: link still up", s.Replica.Addr)
+		}
+		return nil
+	})
 }
 
 // PrimaryAddr is where the first Sentinel says the primary is.

@@ -251,7 +251,9 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 	defer cancel()
 	key := redisKey(tenant, id)
 	if r.replicas == 0 {
-		return setResult(r.client.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result())
+		err := setResult(r.client.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result())
+		r.reloadOn(ctx, err)
+		return err
 	}
 	node, err := r.primaryFor(ctx, key)
 	if err != nil {
@@ -308,8 +310,9 @@ func (r *Ledger) primaryFor(ctx context.Context, key string) (*goredis.Client, e
 }
 
 // reloadOn asks a Cluster client to learn the slots again after a call
-// that bypassed its routing failed (MOVED, a dead master): its own calls do
-// that by themselves.
+// failed: the client does so by itself on MOVED, but not when a master is
+// dead (it would go on dialling it after its replica took over) nor for the
+// calls that bypass its routing (MasterForKey).
 func (r *Ledger) reloadOn(ctx context.Context, err error) {
 	if c, ok := r.client.(*goredis.ClusterClient); ok && errors.Is(err, ledger.ErrUnavailable) {
 		c.ReloadState(ctx)

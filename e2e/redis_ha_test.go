@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testredis"
+)
+
+// The README's ACL user for the ledger, password s3cret-pw, with what
+// --ledger-replicas needs (WAIT, and DEL to undo an unacknowledged consume)
+// and what a Cluster client needs (CLUSTER SLOTS, COMMAND).
+var (
+	haACL      = []string{"--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+set", "+ping", "+wait", "+del"}
+	clusterACL = append(haACL[:len(haACL):len(haACL)], "+cluster|slots", "+command")
+)
+
+// sentinelURL is the ledger URL of s: the master's ACL user in the user
+// info, the Sentinels' own password as a parameter.
+func sentinelURL(s *testredis.Sentinel) string {
+	a := s.Addrs()
+	return fmt.Sprintf("redis+sentinel://sealer:s3cret-pw@%s/0?addr=%s&addr=%s&master=%s&sentinel_password=sentinel-pw",
+		a[0], a[1], a[2], testredis.MasterName)
+}
+
+func grpcCallers(t *testing.T, ps []*proc) []api {
+	var callers []api
+	for _, p := range ps {
+		callers = append(callers, newGRPC(t, p))
+	}
+	return callers
+}
+
+// oneWinner opens one one-time state from 30 concurrent callers spread
+// over every replica, three times, and wants exactly one OK each time.
+func oneWinner(t *testing.T, callers []api) {
+	t.Helper()
+	for round := range 3 {
+		once := mustSeal(t, callers[0], sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+		reasons := concurrently(30, func(i int) string {
+			_, reason := callers[i%len(callers)].call(t, "open", openBody(once, "alice", weatherParams))
+			return reason
+		})
+		if reasons["OK"] != 1 || reasons["ALREADY_CONSUMED"] != 29 {
+			t.Fatalf("round %d: got %v, want 1 OK and 29 ALREADY_CONSUMED", round, reasons)
+		}
+	}
+}
+
+// outcome is one one-time open of the load, and when it returned.
+type outcome struct {
+	at     time.Time
+	reason string
+}
+
+// underLoad runs four workers that each seal a one-time state on one
+// replica and open it on the next, until fault returns; fault returns the
+// moment it broke something. It reports the opens' failures, the span of
+// LEDGER_UNAVAILABLE from the fault to the last one, and fails the test on
+// any other failure or if opens do not work again after the fault.
+func underLoad(t *testing.T, callers []api, fault func() time.Time) {
+	t.Helper()
+	stop := make(chan struct{})
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		wg       sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ; i += 4 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, reason := callers[i%len(callers)].call(t, "seal", sealBody("alice", weatherParams, "x", `,"oneTime":true`))
+				if reason == "OK" {
+					_, reason = callers[(i+1)%len(callers)].call(t, "open", openBody(resp["requestState"].(string), "alice", weatherParams))
+				}
+				mu.Lock()
+				outcomes = append(outcomes, outcome{time.Now(), reason})
+				mu.Unlock()
+			}
+		})
+	}
+	brokeAt := fault()
+	close(stop)
+	wg.Wait()
+
+	counts := map[string]int{}
+	var last time.Time
+	for _, o := range outcomes {
+		counts[o.reason]++
+		if o.reason != "OK" && o.at.After(last) {
+			last = o.at
+		}
+	}
+	unavailableFor := time.Duration(0)
+	if !last.IsZero() {
+		unavailableFor = last.Sub(brokeAt)
+	}
+	t.Logf("failover under load: %d one-time open pairs, %d failed %v, LEDGER_UNAVAILABLE until %.2fs after the kill",
+		len(outcomes), len(outcomes)-counts["OK"], counts, unavailableFor.Seconds())
+	for reason, n := range counts {
+		if reason != "OK" && reason != "LEDGER_UNAVAILABLE" {
+			t.Errorf("%d opens failed with %s; only LEDGER_UNAVAILABLE is expected across a failover", n, reason)
+		}
+	}
+	// After the fault is healed, opens work again: the last second's all do.
+	tail := 0
+	for _, o := range outcomes {
+		if o.at.After(outcomes[len(outcomes)-1].at.Add(-time.Second)) {
+			tail++
+			if o.reason != "OK" {
+				t.Errorf("an open in the last second of the load failed with %s: the fleet did not recover", o.reason)
+			}
+		}
+	}
+	if tail == 0 {
+		t.Error("no open in the last second of the load")
+	}
+}
+
+// TestRedisHA_Sentinel: three sealers on one Sentinel deployment (primary,
+// replica, three Sentinels, the master's ACL user and the Sentinels' own
+// password both in the URL). A one-time state has exactly one winner; when
+// the primary is killed under load, the fleet follows the promotion and
+// only LEDGER_UNAVAILABLE is seen, for a bounded time.
+func TestRedisHA_Sentinel(t *testing.T) {
+	s := testredis.StartSentinel(t, testredis.SentinelOptions{Args: haACL, Password: "sentinel-pw"})
+	callers := grpcCallers(t, fleet(t, 3, sentinelURL(s), "--ledger-timeout", "300ms"))
+	oneWinner(t, callers)
+	underLoad(t, callers, func() time.Time {
+		time.Sleep(time.Second)
+		killed := time.Now()
+		s.Primary.Kill(t)
+		t.Logf("Sentinels promoted the replica %.2fs after the primary was killed", s.WaitPromoted(t, killed).Seconds())
+		time.Sleep(2 * time.Second)
+		return killed
+	})
+}
+
+// TestRedisHA_Cluster: three sealers on a three-master Cluster with one
+// replica each, with the README's Cluster ACL. A one-time state has exactly
+// one winner; when a master is killed under load, its replica takes over
+// and only LEDGER_UNAVAILABLE is seen, for a bounded time.
+func TestRedisHA_Cluster(t *testing.T) {
+	c := testredis.StartCluster(t, 3, 1, clusterACL...)
+	url := "redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr + "?addr=" + c.Nodes[1].Addr + "&addr=" + c.Nodes[2].Addr
+	callers := grpcCallers(t, fleet(t, 3, url, "--ledger-timeout", "300ms"))
+	oneWinner(t, callers)
+	underLoad(t, callers, func() time.Time {
+		time.Sleep(time.Second)
+		victim := c.Masters(t)[0]
+		replica := c.ReplicaOf(t, victim)
+		killed := time.Now()
+		victim.Kill(t)
+		testredis.WaitRole(t, replica, "master")
+		c.WaitHealthy(t)
+		t.Logf("the killed master's replica serves its slots %.2fs after the kill", time.Since(killed).Seconds())
+		time.Sleep(2 * time.Second)
+		return killed
+	})
+}
+
+// TestRedisHA_FailoverDoubleOpens measures what --ledger-replicas is for.
+// Twenty one-time states are opened with replication healthy, then the
+// replica's link to the primary is cut (its replication user disabled on
+// the primary and its connection closed: the primary's later writes wait
+// in its backlog, as for a lagging replica) and twenty more are opened,
+// and the primary is killed at once. After the Sentinels promote the replica, every state that was
+// opened is opened again: each OK is a state opened twice. Without the
+// option consumptions still in the backlog are lost; with
+// --ledger-replicas 1 a consume the replica did not acknowledge was
+// refused, so none can be.
+func TestRedisHA_FailoverDoubleOpens(t *testing.T) {
+	for _, replicas := range []int{0, 1} {
+		t.Run(fmt.Sprintf("ledger-replicas=%d", replicas), func(t *testing.T) {
+			s := testredis.StartSentinel(t, testredis.SentinelOptions{Args: haACL, Password: "sentinel-pw"})
+			callers := grpcCallers(t, fleet(t, 3, sentinelURL(s), "--ledger-timeout", "300ms", "--ledger-replicas", fmt.Sprint(replicas)))
+			var healthy, lagged []string
+			for range 20 {
+				healthy = append(healthy, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
+				lagged = append(lagged, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
+			}
+			openAll := func(states []string) map[string]string {
+				got := map[string]string{}
+				var mu sync.Mutex
+				concurrently(len(states), func(i int) string {
+					_, reason := callers[i%len(callers)].call(t, "open", openBody(states[i], "alice", weatherParams))
+					mu.Lock()
+					got[states[i]] = reason
+					mu.Unlock()
+					return reason
+				})
+				return got
+			}
+			first := openAll(healthy)
+			for _, reason := range first {
+				if reason != "OK" {
+					t.Fatalf("open with replication healthy: %v, want all OK", count(first))
+				}
+			}
+			s.CutReplication(t)
+			laggedFirst := openAll(lagged)
+			killed := time.Now()
+			s.Primary.Kill(t)
+			for st, r := range laggedFirst {
+				first[st] = r
+			}
+			promoted := s.WaitPromoted(t, killed)
+
+			var opened []string
+			for st, reason := range first {
+				if reason == "OK" {
+					opened = append(opened, st)
+				}
+			}
+			// Open again, waiting out LEDGER_UNAVAILABLE while the fleet
+			// finds the new primary.
+			again := map[string]string{}
+			deadline := time.Now().Add(20 * time.Second)
+			for _, st := range opened {
+				for {
+					_, reason := callers[0].call(t, "open", openBody(st, "alice", weatherParams))
+					if reason != "LEDGER_UNAVAILABLE" || time.Now().After(deadline) {
+						again[st] = reason
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			doubles := count(again)["OK"]
+			t.Logf("--ledger-replicas %d: before the kill %v with healthy replication, %v with the link cut; "+
+				"promoted after %.2fs; opened again after the failover: %d of %d opened states (%v)",
+				replicas, count(pick(first, healthy)), count(laggedFirst), promoted.Seconds(), doubles, len(opened), count(again))
+			if replicas > 0 && doubles != 0 {
+				t.Errorf("with --ledger-replicas %d, %d states opened twice across the failover; want 0", replicas, doubles)
+			}
+			for st, reason := range again {
+				if reason != "OK" && reason != "ALREADY_CONSUMED" {
+					t.Errorf("open again after the failover: %s (first: %s)", reason, first[st])
+				}
+			}
+		})
+	}
+}
+
+// count counts the reasons of a map of outcomes.
+func count(m map[string]string) map[string]int {
+	c := map[string]int{}
+	for _, r := range m {
+		c[r]++
+	}
+	return c
+}
+
+// pick keeps the outcomes of keys.
+func pick(m map[string]string, keys []string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
