@@ -166,86 +166,112 @@ func TestRedisHA_Cluster(t *testing.T) {
 	})
 }
 
-// TestRedisHA_FailoverDoubleOpens measures what --ledger-replicas is for.
-// Twenty one-time states are opened with replication healthy, then the
-// replica's link to the primary is cut (its replication user disabled on
-// the primary and its connection closed: the primary's later writes wait
-// in its backlog, as for a lagging replica) and twenty more are opened,
-// and the primary is killed at once. After the Sentinels promote the replica, every state that was
-// opened is opened again: each OK is a state opened twice. Without the
-// option consumptions still in the backlog are lost; with
-// --ledger-replicas 1 a consume the replica did not acknowledge was
-// refused, so none can be.
+// TestRedisHA_FailoverDoubleOpens measures what --ledger-replicas is for,
+// on Sentinel and on Cluster. Twenty one-time states are opened with
+// replication healthy, then the replicas' links are cut (their replication
+// user disabled on the primary and their connections closed: the primary's
+// later writes wait in its backlog, as for a lagging replica), twenty more
+// are opened, and the primary (on Cluster, one master) is killed at once.
+// After the replica is promoted, every state that was opened is opened
+// again: each OK is a state opened twice. Without the option the
+// consumptions still in the backlog are lost; with --ledger-replicas 1 a
+// consume the replica did not acknowledge was refused, so none can be.
 func TestRedisHA_FailoverDoubleOpens(t *testing.T) {
-	for _, replicas := range []int{0, 1} {
-		t.Run(fmt.Sprintf("ledger-replicas=%d", replicas), func(t *testing.T) {
+	type deployment struct {
+		url      string
+		cut      func()
+		failover func() time.Duration // kills a primary, returns when its replica took over
+	}
+	deployments := map[string]func(t *testing.T) deployment{
+		"sentinel": func(t *testing.T) deployment {
 			s := testredis.StartSentinel(t, testredis.SentinelOptions{Args: haACL, Password: "sentinel-pw"})
-			callers := grpcCallers(t, fleet(t, 3, sentinelURL(s), "--ledger-timeout", "300ms", "--ledger-replicas", fmt.Sprint(replicas)))
-			var healthy, lagged []string
-			for range 20 {
-				healthy = append(healthy, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
-				lagged = append(lagged, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
-			}
-			openAll := func(states []string) map[string]string {
-				got := map[string]string{}
-				var mu sync.Mutex
-				concurrently(len(states), func(i int) string {
-					_, reason := callers[i%len(callers)].call(t, "open", openBody(states[i], "alice", weatherParams))
-					mu.Lock()
-					got[states[i]] = reason
-					mu.Unlock()
-					return reason
-				})
-				return got
-			}
-			first := openAll(healthy)
-			for _, reason := range first {
-				if reason != "OK" {
-					t.Fatalf("open with replication healthy: %v, want all OK", count(first))
-				}
-			}
-			s.CutReplication(t)
-			laggedFirst := openAll(lagged)
-			killed := time.Now()
-			s.Primary.Kill(t)
-			for st, r := range laggedFirst {
-				first[st] = r
-			}
-			promoted := s.WaitPromoted(t, killed)
+			return deployment{sentinelURL(s), func() { s.CutReplication(t) }, func() time.Duration {
+				killed := time.Now()
+				s.Primary.Kill(t)
+				return s.WaitPromoted(t, killed)
+			}}
+		},
+		"cluster": func(t *testing.T) deployment {
+			c := testredis.StartCluster(t, 3, 1, clusterACL...)
+			return deployment{"redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr, func() { c.CutReplication(t) }, func() time.Duration {
+				victim := c.Masters(t)[0]
+				replica := c.ReplicaOf(t, victim)
+				killed := time.Now()
+				victim.Kill(t)
+				testredis.WaitRole(t, replica, "master")
+				c.WaitHealthy(t)
+				return time.Since(killed)
+			}}
+		},
+	}
+	for _, name := range []string{"sentinel", "cluster"} {
+		for _, replicas := range []int{0, 1} {
+			t.Run(fmt.Sprintf("%s/ledger-replicas=%d", name, replicas), func(t *testing.T) {
+				d := deployments[name](t)
+				doubleOpens(t, d.url, replicas, d.cut, d.failover)
+			})
+		}
+	}
+}
 
-			var opened []string
-			for st, reason := range first {
-				if reason == "OK" {
-					opened = append(opened, st)
-				}
-			}
-			// Open again, waiting out LEDGER_UNAVAILABLE while the fleet
-			// finds the new primary.
-			again := map[string]string{}
-			deadline := time.Now().Add(20 * time.Second)
-			for _, st := range opened {
-				for {
-					_, reason := callers[0].call(t, "open", openBody(st, "alice", weatherParams))
-					if reason != "LEDGER_UNAVAILABLE" || time.Now().After(deadline) {
-						again[st] = reason
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			doubles := count(again)["OK"]
-			t.Logf("--ledger-replicas %d: before the kill %v with healthy replication, %v with the link cut; "+
-				"promoted after %.2fs; opened again after the failover: %d of %d opened states (%v)",
-				replicas, count(pick(first, healthy)), count(laggedFirst), promoted.Seconds(), doubles, len(opened), count(again))
-			if replicas > 0 && doubles != 0 {
-				t.Errorf("with --ledger-replicas %d, %d states opened twice across the failover; want 0", replicas, doubles)
-			}
-			for st, reason := range again {
-				if reason != "OK" && reason != "ALREADY_CONSUMED" {
-					t.Errorf("open again after the failover: %s (first: %s)", reason, first[st])
-				}
-			}
+func doubleOpens(t *testing.T, url string, replicas int, cut func(), failover func() time.Duration) {
+	callers := grpcCallers(t, fleet(t, 3, url, "--ledger-timeout", "300ms", "--ledger-replicas", fmt.Sprint(replicas)))
+	var healthy, lagged []string
+	for range 20 {
+		healthy = append(healthy, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
+		lagged = append(lagged, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
+	}
+	openAll := func(states []string) map[string]string {
+		got := map[string]string{}
+		var mu sync.Mutex
+		concurrently(len(states), func(i int) string {
+			_, reason := callers[i%len(callers)].call(t, "open", openBody(states[i], "alice", weatherParams))
+			mu.Lock()
+			got[states[i]] = reason
+			mu.Unlock()
+			return reason
 		})
+		return got
+	}
+	first := openAll(healthy)
+	if c := count(first); c["OK"] != len(healthy) {
+		t.Fatalf("open with replication healthy: %v, want all OK", c)
+	}
+	cut()
+	laggedFirst := openAll(lagged)
+	promoted := failover()
+	for st, r := range laggedFirst {
+		first[st] = r
+	}
+
+	// Open again every state that opened, waiting out LEDGER_UNAVAILABLE
+	// while the fleet finds the new primary.
+	again := map[string]string{}
+	deadline := time.Now().Add(20 * time.Second)
+	for st, reason := range first {
+		if reason != "OK" {
+			continue
+		}
+		for {
+			_, reason := callers[0].call(t, "open", openBody(st, "alice", weatherParams))
+			if reason != "LEDGER_UNAVAILABLE" || time.Now().After(deadline) {
+				again[st] = reason
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	doubles := count(again)["OK"]
+	t.Logf("--ledger-replicas %d: opens before the kill: %v with replication healthy, %v with it cut; "+
+		"replica promoted %.2fs after the kill; opened a second time after the failover: %d of %d (%v)",
+		replicas, count(pick(first, healthy)), count(laggedFirst), promoted.Seconds(), doubles, len(again), count(again))
+	if replicas > 0 && doubles != 0 {
+		t.Errorf("with --ledger-replicas %d, %d states opened twice across the failover; want 0", replicas, doubles)
+	}
+	for st, reason := range again {
+		if reason != "OK" && reason != "ALREADY_CONSUMED" {
+			t.Errorf("open again after the failover: %s (first: %s)", reason, first[st])
+		}
 	}
 }
 

@@ -17,6 +17,11 @@ import (
 // MasterName is the name the Sentinels of StartSentinel monitor.
 const MasterName = "mymaster"
 
+// replicationUser are the redis-server arguments that make replication use
+// its own ACL user, so that cutReplication can refuse it.
+var replicationUser = []string{"--user", "replication", "on", ">replication-pw", "~*", "&*", "+@all",
+	"--masteruser", "replication", "--masterauth", "replication-pw"}
+
 // Sentinel is a primary, one replica and three Sentinels monitoring them
 // (quorum 2), all on loopback. The Sentinels declare the primary down after
 // 1s without an answer.
@@ -40,9 +45,7 @@ type SentinelOptions struct {
 // failover needs both). Everything is stopped at cleanup.
 func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 	t.Helper()
-	// Replication has its own user, so that CutReplication can refuse it.
-	args := append([]string{"--user", "replication", "on", ">replication-pw", "~*", "&*", "+@all",
-		"--masteruser", "replication", "--masterauth", "replication-pw"}, o.Args...)
+	args := append(replicationUser[:len(replicationUser):len(replicationUser)], o.Args...)
 	s := &Sentinel{Primary: Start(t, false, args...)}
 	host, port, _ := net.SplitHostPort(s.Primary.Addr)
 	s.Replica = Start(t, false, append([]string{"--replicaof", host, port}, args...)...)
@@ -104,21 +107,30 @@ func (s *Sentinel) Addrs() []string {
 // dies.
 func (s *Sentinel) CutReplication(t testing.TB) {
 	t.Helper()
+	cutReplication(t, s.Primary, s.Replica)
+}
+
+// cutReplication disables the replication user on primary and closes the
+// links, and waits until every replica sees its link down.
+func cutReplication(t testing.TB, primary *Server, replicas ...*Server) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	c := s.Primary.Client(t)
+	c := primary.Client(t)
 	if err := c.Do(ctx, "acl", "setuser", "replication", "off").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Do(ctx, "client", "kill", "user", "replication").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the replica's link to go down", func() error {
-		if linkUp(s.Replica) == nil {
-			return fmt.Errorf("%s: link still up", s.Replica.Addr)
-		}
-		return nil
-	})
+	for _, r := range replicas {
+		waitFor(t, 10*time.Second, "the replica's link to go down", func() error {
+			if linkUp(r) == nil {
+				return fmt.Errorf("%s: link still up", r.Addr)
+			}
+			return nil
+		})
+	}
 }
 
 // PrimaryAddr is where the first Sentinel says the primary is.
@@ -169,9 +181,9 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 	cli := binaryNamed(t, "redis-cli")
 	c := &Cluster{}
 	for range masters * (1 + replicas) {
-		c.Nodes = append(c.Nodes, Start(t, false, append([]string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-		}, args...)...))
+		nodeArgs := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"},
+			replicationUser...)
+		c.Nodes = append(c.Nodes, Start(t, false, append(nodeArgs, args...)...))
 	}
 	create := append([]string{"--cluster", "create"}, c.Addrs()...)
 	create = append(create, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
@@ -179,6 +191,11 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.WaitHealthy(t)
+	for _, n := range c.Nodes {
+		if role(n, "slave") == nil {
+			WaitLinked(t, n)
+		}
+	}
 	return c
 }
 
@@ -192,7 +209,7 @@ func (c *Cluster) Addrs() []string {
 }
 
 // WaitHealthy waits until every running node says cluster_state:ok with
-// all slots served, and every running replica's link to its master is up.
+// all slots served.
 func (c *Cluster) WaitHealthy(t testing.TB) {
 	t.Helper()
 	waitFor(t, 60*time.Second, "the cluster to serve every slot", func() error {
@@ -209,11 +226,7 @@ func (c *Cluster) WaitHealthy(t testing.TB) {
 			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 				return fmt.Errorf("%s: not ok", n.Addr)
 			}
-			if role(n, "slave") == nil {
-				if err := linkUp(n); err != nil {
-					return err
-				}
-			}
+
 		}
 		return nil
 	})
@@ -270,6 +283,15 @@ func (c *Cluster) ReplicaOf(t testing.TB, master *Server) *Server {
 	}
 	t.Fatalf("no running replica of %s", master.Addr)
 	return nil
+}
+
+// CutReplication cuts every master's replicas off, as CutReplication of a
+// Sentinel does.
+func (c *Cluster) CutReplication(t testing.TB) {
+	t.Helper()
+	for _, m := range c.Masters(t) {
+		cutReplication(t, m, c.ReplicaOf(t, m))
+	}
 }
 
 // Masters returns the running nodes whose role is master.

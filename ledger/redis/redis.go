@@ -132,7 +132,10 @@ func (f *passwordFile) password() string {
 // redisClient builds the universal client for the URL's scheme. The URL
 // gives the addresses, user, password, database and TLS; the timeouts are
 // the ledger's. Retries are off: a retried SET NX whose first attempt landed
-// would report the caller's own consume as someone else's.
+// would report the caller's own consume as someone else's. A Cluster client
+// retries within its redirections, so those are off too: a MOVED or ASK
+// answer (a failover, a resharding) refuses that one call, and the client
+// learns the new slots for the next.
 func redisClient(raw string, password *passwordFile, roots *x509.CertPool, timeout time.Duration) (goredis.UniversalClient, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -181,7 +184,7 @@ func redisClient(raw string, password *passwordFile, roots *x509.CertPool, timeo
 		o = goredis.UniversalOptions{Addrs: p.Addrs, IsClusterMode: true, Username: p.Username, Password: p.Password, TLSConfig: p.TLSConfig}
 	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
-	o.MaxRetries, o.DialerRetries = -1, 1
+	o.MaxRetries, o.MaxRedirects, o.DialerRetries = -1, -1, 1
 	if password != nil {
 		user := o.Username
 		o.CredentialsProvider = func() (string, string) { return user, password.password() }
