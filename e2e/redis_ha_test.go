@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,4 +295,48 @@ func pick(m map[string]string, keys []string) map[string]string {
 		out[k] = m[k]
 	}
 	return out
+}
+
+// TestRedisHA_PasswordFileRotation: a sealer reads --ledger-password-file
+// again, so a rotated Redis password works without a restart: one-time
+// opens are LEDGER_UNAVAILABLE while Redis refuses the file's password
+// (WRONGPASS) and work again once the file holds the new one.
+func TestRedisHA_PasswordFileRotation(t *testing.T) {
+	srv := testredis.Start(t, false, haACL...)
+	file := filepath.Join(t.TempDir(), "redis-pw")
+	write := func(pw string) {
+		if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("s3cret-pw")
+	p := fleet(t, 1, "redis://sealer@"+srv.Addr+"/0", "--ledger-password-file", file, "--ledger-timeout", "300ms")[0]
+	a := newGRPC(t, p)
+	open := func() string {
+		st := mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"oneTime":true`))
+		_, reason := a.call(t, "open", openBody(st, "alice", weatherParams))
+		return reason
+	}
+	if got := open(); got != "OK" {
+		t.Fatalf("before the rotation: %s", got)
+	}
+	ctx := context.Background()
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "acl", "setuser", "sealer", "resetpass", ">n3w-pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.Do(ctx, "client", "kill", "user", "sealer")
+	// The first open may meet a connection the server closed.
+	if got, again := open(), open(); got != "LEDGER_UNAVAILABLE" || again != "LEDGER_UNAVAILABLE" {
+		t.Fatalf("Redis refuses the file's password: got %s then %s, want LEDGER_UNAVAILABLE", got, again)
+	}
+	write("n3w-pw")
+	if got := open(); got != "OK" {
+		t.Fatalf("after the file holds the new password: %s, want OK without a restart", got)
+	}
+	for _, pw := range []string{"s3cret-pw", "n3w-pw"} {
+		if strings.Contains(p.logs.String(), pw) {
+			t.Errorf("the sealer's log shows the password %s", pw)
+		}
+	}
 }
