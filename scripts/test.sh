@@ -9,6 +9,9 @@ step "redis-server (Debian package) for the ledger and fleet tests"
 apt_install redis-server redis-server
 redis-server --version
 
+step "redis-cli (Debian package redis-tools) for the Redis Cluster tests; their Sentinels are redis-server --sentinel"
+apt_install redis-cli redis-tools
+
 step "Vault server built from Go modules (tools/vault), cached"
 ensure_vault
 

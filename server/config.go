@@ -44,6 +44,9 @@ type Config struct {
 	// bundle that verifies a rediss:// server.
 	LedgerPasswordFile string
 	LedgerCAFile       string
+	// LedgerReplicas, above zero, makes each Redis consume wait for that
+	// many replica acknowledgements (WAIT) within LedgerTimeout.
+	LedgerReplicas int
 	// DefaultTTL is the life of a state sealed without a TTL; a requested TTL
 	// outside [MinTTL, MaxTTL] is refused, never clamped.
 	DefaultTTL time.Duration
@@ -141,6 +144,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Ledger != "embedded" && !redis.IsURL(c.Ledger) {
 		errs = append(errs, errors.New("ledger: want embedded or a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL"))
+	}
+	if c.LedgerReplicas < 0 || (c.LedgerReplicas > 0 && c.Ledger == "embedded") {
+		errs = append(errs, fmt.Errorf("ledger-replicas %d: want 0, or more with a Redis ledger", c.LedgerReplicas))
 	}
 	if c.LedgerTimeout <= 0 || c.LedgerTimeout > time.Minute {
 		errs = append(errs, fmt.Errorf("ledger-timeout %v: want more than 0, at most 1m", c.LedgerTimeout))

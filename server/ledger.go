@@ -47,6 +47,7 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 	goredis.SetLogger(redisLogger{log})
 	r, err := redis.New(redis.Options{
 		URL: cfg.Ledger, PasswordFile: cfg.LedgerPasswordFile, CAFile: cfg.LedgerCAFile, Timeout: cfg.LedgerTimeout,
+		Replicas: cfg.LedgerReplicas,
 	})
 	if err != nil {
 		return nil, err

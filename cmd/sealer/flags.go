@@ -49,6 +49,7 @@ func defineServeFlags(fs *flag.FlagSet, cfg *server.Config) (logFormat, logLevel
 	fs.DurationVar(&cfg.LedgerTimeout, "ledger-timeout", cfg.LedgerTimeout, "bound on each Redis ledger call")
 	fs.StringVar(&cfg.LedgerPasswordFile, "ledger-password-file", cfg.LedgerPasswordFile, "file holding the Redis password (instead of the URL)")
 	fs.StringVar(&cfg.LedgerCAFile, "ledger-ca-file", cfg.LedgerCAFile, "PEM bundle verifying a rediss:// server")
+	fs.IntVar(&cfg.LedgerReplicas, "ledger-replicas", cfg.LedgerReplicas, "Redis replicas that must acknowledge each consume (WAIT) for it to count (0: none)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired embedded-ledger entries are deleted")
 	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
 	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
@@ -73,7 +74,7 @@ var serveGroups = []struct {
 	{"Vault (keys vault-transit, vault-kv)", []string{"vault-addr", "vault-namespace", "vault-ca-file", "vault-client-cert", "vault-client-key",
 		"vault-auth", "vault-auth-mount", "vault-token-file", "vault-role-id-file", "vault-secret-id-file",
 		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-kv-mount", "vault-kv-path"}},
-	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "sweep-interval"}},
+	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "ledger-replicas", "sweep-interval"}},
 	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew"}},
 	{"Probes and shutdown", []string{"ready-requires-ledger", "shutdown-delay", "shutdown-grace"}},
 	{"Logs and debugging", []string{"log-format", "log-level", "audit-log", "pprof-addr"}},

@@ -25,6 +25,8 @@ type Server struct {
 	Addr    string
 	dir     string
 	persist bool
+	conf    string // a config file read first (a Sentinel's), or ""
+	auth    string // the default user's password, or ""
 	extra   []string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -33,14 +35,7 @@ type Server struct {
 // Binary returns the redis-server path, or fails or skips the test.
 func Binary(t testing.TB) string {
 	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server is not installed; the test command (scripts/test.sh) installs it")
-		}
-		t.Skip("redis-server is not installed; run scripts/test.sh, which installs it")
-	}
-	return path
+	return binaryNamed(t, "redis-server")
 }
 
 // Start runs a redis-server for the test and stops it at cleanup. With
@@ -51,16 +46,21 @@ func Binary(t testing.TB) string {
 func Start(t testing.TB, persist bool, extraArgs ...string) *Server {
 	t.Helper()
 	Binary(t)
+	s := &Server{Addr: freeAddr(t), dir: t.TempDir(), persist: persist, extra: extraArgs}
+	s.Restart(t)
+	t.Cleanup(func() { s.Stop(t) })
+	return s
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{Addr: addr, dir: t.TempDir(), persist: persist, extra: extraArgs}
-	s.Restart(t)
-	t.Cleanup(func() { s.Stop(t) })
-	return s
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // Restart starts the server again after Stop (or for the first time), on the
@@ -68,12 +68,16 @@ func Start(t testing.TB, persist bool, extraArgs ...string) *Server {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	args := []string{"--bind", "127.0.0.1", "--port", port, "--dir", s.dir, "--save", "",
+	args := []string{"--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
 		"--daemonize", "no", "--protected-mode", "yes", "--logfile", ""}
-	if s.persist {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		args = append(args, "--appendonly", "no")
+	switch {
+	case s.conf != "":
+		// A Sentinel keeps its state in its config file, nothing else.
+		args = append([]string{s.conf, "--sentinel"}, args...)
+	case s.persist:
+		args = append(args, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	default:
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
 	args = append(args, s.extra...)
 	s.cmd = exec.Command(Binary(t), args...)
@@ -85,7 +89,7 @@ func (s *Server) Restart(t testing.TB) {
 	s.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(s.cmd, s.done)
 
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.auth})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -128,6 +132,31 @@ func (s *Server) Stop(t testing.TB) {
 		}
 	}
 	s.cmd = nil
+}
+
+// Kill stops the server at once with SIGKILL, as a crash would: nothing
+// is flushed, and its replicas and clients see the connection drop.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	select {
+	case <-s.done:
+	default:
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
+}
+
+// Client is a go-redis client of the server as its default user, for a
+// test's own commands (replication and failover set-up, inspection).
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.auth})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // URL is the ledger URL of the server.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -29,29 +30,40 @@ const keyPrefix = "sealer:v1:consumed:"
 // Any error, timeout or unexpected reply is ledger.ErrUnavailable: it never reports
 // a state as unconsumed when it cannot tell.
 type Ledger struct {
-	client  goredis.UniversalClient
-	timeout time.Duration
+	client   goredis.UniversalClient
+	timeout  time.Duration
+	replicas int
 }
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
 // Options configure New.
 type Options struct {
-	// URL picks the deployment by scheme, with user and password for ACLs:
+	// URL picks the deployment by scheme. Its user and password are always
+	// the data nodes' (the ACL user that SETs), whatever the deployment:
 	//
 	//	redis://user:pass@host:6379/0            single node
 	//	rediss://user:pass@host:6380/0           single node over TLS
-	//	redis+sentinel://user:pass@h1:26379/0?addr=h2:26379&master=mymaster
-	//	redis+cluster://user:pass@h1:6379?addr=h2:6379
+	//	redis+sentinel://user:pass@s1:26379/0?addr=s2:26379&master=mymaster
+	//	redis+cluster://user:pass@n1:6379?addr=n2:6379
 	//
-	// (rediss+sentinel and rediss+cluster for TLS.)
+	// (rediss+sentinel and rediss+cluster for TLS.) A Sentinel URL names the
+	// Sentinels (host and addr) and the monitored master; the Sentinels' own
+	// credentials, when they require some, are the query parameters
+	// sentinel_username and sentinel_password.
 	URL string
-	// PasswordFile, when set, holds the password instead of the URL.
+	// PasswordFile, when set, holds the data nodes' password instead of the
+	// URL. It is read again for every new connection, so that a rotated
+	// password is used without a restart.
 	PasswordFile string
 	// CAFile, when set, is the PEM bundle that verifies the server for TLS.
 	CAFile string
 	// Timeout bounds every Redis call, dial included. Zero means 500ms.
 	Timeout time.Duration
+	// Replicas, when above zero, makes a consume wait until that many
+	// replicas of the primary that holds the key acknowledge it (WAIT),
+	// within Timeout; see Consume.
+	Replicas int
 }
 
 // New returns a Redis ledger. It does not connect: the first call does,
@@ -60,13 +72,15 @@ func New(o Options) (*Ledger, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 500 * time.Millisecond
 	}
-	password := ""
+	if o.Replicas < 0 {
+		return nil, fmt.Errorf("ledger: redis replicas %d: want 0 or more", o.Replicas)
+	}
+	var password *passwordFile
 	if o.PasswordFile != "" {
-		b, err := os.ReadFile(o.PasswordFile)
-		if err != nil {
+		password = &passwordFile{path: o.PasswordFile}
+		if err := password.read(); err != nil {
 			return nil, fmt.Errorf("ledger: redis password file: %v", err)
 		}
-		password = strings.TrimRight(string(b), "\r\n")
 	}
 	var roots *x509.CertPool
 	if o.CAFile != "" {
@@ -83,14 +97,46 @@ func New(o Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{client: client, timeout: o.Timeout}, nil
+	return &Ledger{client: client, timeout: o.Timeout, replicas: o.Replicas}, nil
+}
+
+// passwordFile is a password in a file that an operator or a secrets agent
+// may replace at any time. It is read again for every new connection, so a
+// connection refused after a rotation (WRONGPASS) is followed by one with
+// the file's new content; a file that cannot be read then keeps the last
+// password read.
+type passwordFile struct {
+	path string
+	mu   sync.Mutex
+	last string
+}
+
+func (f *passwordFile) read() error {
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = strings.TrimRight(string(b), "\r\n")
+	return nil
+}
+
+func (f *passwordFile) password() string {
+	f.read() // on error, the last one read
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 // redisClient builds the universal client for the URL's scheme. The URL
 // gives the addresses, user, password, database and TLS; the timeouts are
 // the ledger's. Retries are off: a retried SET NX whose first attempt landed
-// would report the caller's own consume as someone else's.
-func redisClient(raw, password string, roots *x509.CertPool, timeout time.Duration) (goredis.UniversalClient, error) {
+// would report the caller's own consume as someone else's. A Cluster client
+// retries within its redirections, so those are off too: a MOVED or ASK
+// answer (a failover, a resharding) refuses that one call, and the client
+// learns the new slots for the next.
+func redisClient(raw string, password *passwordFile, roots *x509.CertPool, timeout time.Duration) (goredis.UniversalClient, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("ledger: redis URL does not parse") // the URL may hold a password: not quoted
@@ -114,14 +160,22 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		if master == "" {
 			return nil, errors.New("ledger: redis+sentinel URL needs ?master=NAME")
 		}
-		q.Del("master")
+		if q.Has("username") || q.Has("password") {
+			return nil, errors.New("ledger: redis+sentinel URL: the master's user and password go in the URL's user info (user:pass@), the Sentinels' in sentinel_username and sentinel_password")
+		}
+		sentinelUser, sentinelPassword := q.Get("sentinel_username"), q.Get("sentinel_password")
+		for _, k := range []string{"master", "sentinel_username", "sentinel_password"} {
+			q.Del(k)
+		}
 		u.RawQuery = q.Encode()
 		p, err := goredis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("ledger: redis URL: %v", redactErr(err, u))
 		}
-		o = goredis.UniversalOptions{Addrs: p.SentinelAddrs, MasterName: master, Username: p.Username, Password: p.Password,
-			SentinelUsername: p.SentinelUsername, SentinelPassword: p.SentinelPassword, DB: p.DB, TLSConfig: p.TLSConfig}
+		// go-redis reads the user info as the Sentinels' credentials; here,
+		// as for the other schemes, it is the data nodes' (the master's).
+		o = goredis.UniversalOptions{Addrs: p.SentinelAddrs, MasterName: master, Username: p.SentinelUsername, Password: p.SentinelPassword,
+			SentinelUsername: sentinelUser, SentinelPassword: sentinelPassword, DB: p.DB, TLSConfig: p.TLSConfig}
 	case "cluster":
 		p, err := goredis.ParseClusterURL(u.String())
 		if err != nil {
@@ -130,9 +184,10 @@ func redisClient(raw, password string, roots *x509.CertPool, timeout time.Durati
 		o = goredis.UniversalOptions{Addrs: p.Addrs, IsClusterMode: true, Username: p.Username, Password: p.Password, TLSConfig: p.TLSConfig}
 	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
-	o.MaxRetries, o.DialerRetries = -1, 1
-	if password != "" {
-		o.Password = password
+	o.MaxRetries, o.MaxRedirects, o.DialerRetries = -1, -1, 1
+	if password != nil {
+		user := o.Username
+		o.CredentialsProvider = func() (string, string) { return user, password.password() }
 	}
 	if o.TLSConfig != nil {
 		o.TLSConfig.MinVersion = tls.VersionTLS12
@@ -182,6 +237,13 @@ func redisKey(tenant string, id sealer.StateID) string {
 // least until until, since Redis starts counting when the command arrives.
 // An until not in the future is refused: Redis would answer OK to an
 // absolute expiry in the past and store nothing.
+//
+// With Replicas set, the SET is followed on the same connection by WAIT
+// Replicas, half the timeout: a consume that fewer replicas acknowledge is
+// ErrUnavailable, and its key is deleted again on that connection (so on
+// the node that took it), so that a retry can consume the state once it is
+// acknowledged. If the delete does not land the state stays consumed:
+// refused, never opened twice.
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
 	ttl, err := ledger.Remaining(until)
 	if err != nil {
@@ -190,7 +252,42 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	res, err := r.client.SetArgs(ctx, redisKey(tenant, id), "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result()
+	key := redisKey(tenant, id)
+	if r.replicas == 0 {
+		err := setResult(r.client.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result())
+		r.reloadOn(ctx, err)
+		return err
+	}
+	node, err := r.primaryFor(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	var set *goredis.StatusCmd
+	var wait *goredis.Cmd
+	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		set = p.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl})
+		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds())) // 0 would wait for ever
+		return nil
+	})
+	if err := setResult(set.Result()); err != nil {
+		r.reloadOn(ctx, err)
+		return err
+	}
+	acked, err := wait.Int64()
+	if err == nil && acked >= int64(r.replicas) {
+		return nil
+	}
+	conn.Del(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the consume", ledger.ErrUnavailable, acked, r.replicas)
+}
+
+// setResult maps the answer to SET NX.
+func setResult(res string, err error) error {
 	switch {
 	case errors.Is(err, goredis.Nil):
 		return ledger.ErrConsumed
@@ -200,6 +297,29 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 		return fmt.Errorf("%w: redis answered SET NX with %.20q", ledger.ErrUnavailable, res)
 	}
 	return nil
+}
+
+// primaryFor is the client of the primary that holds key: the one client
+// of a single node or Sentinel deployment, the master of key's slot in a
+// Cluster (WAIT names no key, so it must go where the SET went).
+func (r *Ledger) primaryFor(ctx context.Context, key string) (*goredis.Client, error) {
+	switch c := r.client.(type) {
+	case *goredis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *goredis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("redis client %T", r.client)
+}
+
+// reloadOn asks a Cluster client to learn the slots again after a call
+// failed: the client does so by itself on MOVED, but not when a master is
+// dead (it would go on dialling it after its replica took over) nor for the
+// calls that bypass its routing (MasterForKey).
+func (r *Ledger) reloadOn(ctx context.Context, err error) {
+	if c, ok := r.client.(*goredis.ClusterClient); ok && errors.Is(err, ledger.ErrUnavailable) {
+		c.ReloadState(ctx)
+	}
 }
 
 // Ping reports whether Redis answers within the timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,10 @@ func TestNew_URLs(t *testing.T) {
 		{"redis+cluster://user:secret@127.0.0.1:7000?addr=127.0.0.1:7001", ""},
 		{"redis+sentinel://127.0.0.1:26379/0?addr=127.0.0.1:26380&master=mymaster", ""},
 		{"redis+sentinel://127.0.0.1:26379/0", "master"},
+		{"redis+sentinel://u:hunter2@127.0.0.1:26379/0?master=m&sentinel_username=s&sentinel_password=hunter2", ""},
+		{"redis+sentinel://127.0.0.1:26379/0?master=m&password=hunter2", "user info"},
+		{"redis+sentinel://127.0.0.1:26379/0?master=m&username=u", "user info"},
+		{"redis+sentinel://127.0.0.1:26379/0?master=m&addr=nohostport", "addr"},
 		{"http://127.0.0.1", "scheme"},
 		{"redis://user:hunter2@127.0.0.1:6379/notanumber", "redis URL"},
 		{"::", "does not parse"},
@@ -155,6 +160,29 @@ func TestRedis_TLS(t *testing.T) {
 	if err := untrusting.Consume(context.Background(), "t", sealer.StateID{2}, time.Now().Add(time.Minute)); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("server signed by another CA: got %v, want ErrUnavailable", err)
 	}
+}
+
+// FuzzNew: no URL makes New panic, and no error quotes the URL's password.
+func FuzzNew(f *testing.F) {
+	for _, seed := range []string{
+		"redis://u:hunter2@h:6379/0", "rediss+cluster://u:hunter2@h:1?addr=i:2",
+		"redis+sentinel://u:hunter2@h:1/0?master=m&sentinel_password=hunter2&addr=x",
+		"redis+sentinel://h/9999999999999999999?master=m", "redis://%zz", "redis+sentinel://h?master=m&db=x",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		r, err := redis.New(redis.Options{URL: raw})
+		if err != nil {
+			if u, perr := url.Parse(raw); perr == nil {
+				if p, ok := u.User.Password(); ok && len(p) >= 4 && strings.Contains(err.Error(), p) {
+					t.Fatalf("error %q quotes the password", err)
+				}
+			}
+			return
+		}
+		r.Close()
+	})
 }
 
 func TestIsURL(t *testing.T) {
