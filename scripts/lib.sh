@@ -46,3 +46,9 @@ ensure_node() {
   export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
   "$SEALER_TEST_NODE_BIN/node" --version
 }
+
+# ensure_ts_naive_server installs the packages of the TypeScript MCP server
+# that the sealer-proxy tests put behind the proxy (e2e/testdata).
+ensure_ts_naive_server() {
+  npm ci --prefix e2e/testdata/ts-naive-server --no-audit --no-fund
+}
