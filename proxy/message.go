@@ -188,11 +188,14 @@ func parseCall(body []byte) (*call, error) {
 		return c, nil
 	}
 	if c.params, err = parseObject(raw); err != nil {
-		if err == errNotObject && raw[0] != '{' {
-			c.params = nil
-			return c, nil // not an object: not ours to judge, the upstream answers it
+		switch {
+		case err != errNotObject || raw[0] == '{':
+			return c, errParse
+		case stateMethods[c.method]:
+			return c, errBindParams
 		}
-		return c, errParse
+		c.params = nil
+		return c, nil // not an object, on another method: the upstream answers it
 	}
 	if c.params.variant("requestState") {
 		return c, errStateParam
