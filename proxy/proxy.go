@@ -21,6 +21,10 @@
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
 //
+// A state is sealed only in the response to the request that made it: a
+// result sent elsewhere (on a GET stream, or replayed on resumption) passes
+// as it is, and its plain state is refused when it comes back.
+//
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
 // named like a JSON-RPC member or like requestState, name, arguments or uri

@@ -148,8 +148,9 @@ func dialSealer(cfg Config) (*grpc.ClientConn, error) {
 	return grpc.NewClient(cfg.Sealer, opts...)
 }
 
-// bearerToken sends the proxy's token to the sealer; over plaintext only to
-// a loopback sealer (grpc refuses otherwise when secure is true).
+// bearerToken sends the proxy's token with every call to the sealer. With
+// TLS (secure) grpc refuses to send it over a plaintext connection; without
+// TLS the sealer accepts plaintext only on loopback or when told --insecure.
 type bearerToken struct {
 	token  string
 	secure bool
