@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
 // proxyBinary is sealer-proxy, naiveBinary the naive MCP server of
@@ -372,23 +373,77 @@ func TestProxy_RequestStateInAnotherCaseNeverReachesUpstream(t *testing.T) {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},`+
 			`"name":"approve_payment","arguments":{"amount":1},%q:"{\"amount\":1000000}","inputResponses":{"approve":{"action":"accept","content":{"ok":true}}}}}`, name)
 		before := up.calls(t)
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Authorization", "Bearer alice-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msg struct {
-			ID    int
-			Error struct{ Code int }
-		}
-		json.NewDecoder(resp.Body).Decode(&msg)
-		resp.Body.Close()
+		_, msg := rawPost(t, url, "alice-token", "approve_payment", body)
 		if msg.ID != 9 || msg.Error.Code != -32602 || up.calls(t) != before {
 			t.Errorf("%s: got id %d, code %d, %d upstream calls; want 9, -32602, none", name, msg.ID, msg.Error.Code, up.calls(t)-before)
 		}
 	}
+}
+
+// TestProxy_R6_LedgerUnavailableIsRetryableNeverAPass: with the sealer's
+// Redis ledger stopped, the retry of a one-time tool gets a retryable error
+// (HTTP 503, -32603) and never reaches the upstream; with Redis back, the
+// same state opens.
+func TestProxy_R6_LedgerUnavailableIsRetryableNeverAPass(t *testing.T) {
+	redisSrv := testredis.Start(t, true)
+	s := start(t, t.TempDir(), "--ledger", redisSrv.URL(), "--ledger-timeout", "300ms")
+	up := startNaive(t)
+	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "approve_payment")
+	state := firstRound(t, mcpSession(t, url, "alice-token", false, nil), "approve_payment", map[string]any{"amount": 42})
+	stateJSON, _ := json.Marshal(state)
+	body := `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"e2e","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}},` +
+		`"name":"approve_payment","arguments":{"amount":42},"requestState":` + string(stateJSON) +
+		`,"inputResponses":{"approve":{"action":"accept","content":{"ok":true}}}}}`
+
+	redisSrv.Stop(t)
+	before := up.calls(t)
+	resp, msg := rawPost(t, url, "alice-token", "approve_payment", body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+		msg.ID != 11 || msg.Error.Code != -32603 || !msg.Error.Data.Retryable || up.calls(t) != before {
+		t.Fatalf("with the ledger down: got HTTP %d, Retry-After %q, %+v, %d upstream calls; want 503, a Retry-After, a retryable -32603 for id 11, none",
+			resp.StatusCode, resp.Header.Get("Retry-After"), msg, up.calls(t)-before)
+	}
+	t.Logf("ledger down: HTTP 503, -32603 retryable, upstream calls %d before, %d after", before, up.calls(t))
+
+	redisSrv.Restart(t)
+	if resp, msg := rawPost(t, url, "alice-token", "approve_payment", body); resp.StatusCode != http.StatusOK || msg.Error.Code != 0 || up.calls(t) != before+1 {
+		t.Fatalf("with the ledger back: got HTTP %d, %+v; want the state opened and the call passed on", resp.StatusCode, msg)
+	}
+}
+
+type rawMessage struct {
+	ID    int
+	Error struct {
+		Code int
+		Data struct{ Retryable bool }
+	}
+}
+
+// rawPost posts body to the MCP endpoint url with a bearer token and reads
+// the JSON-RPC message of the answer (a JSON body or an SSE stream).
+func rawPost(t *testing.T, url, token, tool, body string) (*http.Response, rawMessage) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var msg rawMessage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &msg) == nil && msg.ID != 0 {
+			break
+		}
+	}
+	return resp, msg
 }
