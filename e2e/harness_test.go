@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	proxyBinary, naiveBinary = filepath.Join(dir, "sealer-proxy"), filepath.Join(dir, "naiveserver")
+	mustBuild(proxyBinary, "..", "./cmd/sealer-proxy")
+	mustBuild(naiveBinary, "../examples", "./naiveserver")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -109,6 +109,25 @@ kill "$ECHO_PID"
 fi
 [ "${ONLY:-}" = side-by-side ] && { echo "results in $out"; exit 0; }
 
+# --- 1c. sealer-proxy in front of an unchanged MCP server ------------------
+# An MCP round trip (tools/call, input_required with a state, the retry with
+# the state, complete) through sealer-proxy beside the same round trip sent
+# to the naive MCP server directly: what the sidecar adds (one Seal and one
+# Open, two more HTTP hops). Alone: SKIP=side-by-side ONLY=proxy scripts/bench.sh
+step "sealer-proxy: MCP round trips through the proxy beside the same direct to the MCP server"
+go build -o "$out/bin/" ./cmd/sealer-proxy
+(cd examples && go build -o "$out/bin/" ./naiveserver)
+NAIVE_ADDR=127.0.0.1:$(free_port) PROXY_ADDR=127.0.0.1:$(free_port)
+"$out/bin/naiveserver" -addr "$NAIVE_ADDR" 2>"$out/naive.log" &
+pids+=("$!")
+"$out/bin/sealer-proxy" --addr "$PROXY_ADDR" --admin-addr "" --upstream "http://$NAIVE_ADDR/mcp" --sealer "$plain_GRPC" \
+  --principal anonymous --log-level warn 2>"$out/proxy.log" &
+pids+=("$!")
+until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp"; do sleep 0.1; done
+"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -c 1,16 -d 8s -warmup 2s -repeat 3 \
+  -ops mcp-mrtr,mcp-mrtr@direct | tee "$out/proxy.md"
+[ "${ONLY:-}" = proxy ] && { echo "results in $out"; exit 0; }
+
 step "the same over TLS with a bearer token"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$out/tls-key.pem" -out "$out/tls.pem" 2>/dev/null

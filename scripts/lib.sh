@@ -63,3 +63,9 @@ ensure_otelcol() {
   fi
   "$SEALER_TEST_OTELCOL" --version
 }
+
+# ensure_ts_naive_server installs the packages of the TypeScript MCP server
+# that the sealer-proxy tests put behind the proxy (e2e/testdata).
+ensure_ts_naive_server() {
+  npm ci --prefix e2e/testdata/ts-naive-server --no-audit --no-fund
+}

@@ -21,6 +21,9 @@ ensure_otelcol
 step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
 ensure_node
 
+step "the TypeScript MCP server behind sealer-proxy in the e2e tests (npm ci)"
+ensure_ts_naive_server
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 

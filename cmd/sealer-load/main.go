@@ -16,6 +16,9 @@
 //	health         the gRPC health Check: the floor any gRPC service reaches here
 //	vault-transit  a Vault Transit encrypt, then decrypt, of the same payload
 //	               (VAULT_ADDR, VAULT_TOKEN, -vault-key)
+//	mcp-mrtr       an MCP round trip over Streamable HTTP through sealer-proxy
+//	               (-mcp-url); mcp-mrtr@direct the same to the MCP server
+//	               behind it (-mcp-direct-url), its floor
 //
 // An op named with the suffix @echo runs against the echo floors instead
 // (-echo-grpc, -echo-http: cmd/sealer-echo, the same API doing no work), and
@@ -182,6 +185,9 @@ func run(f flags) error {
 
 	// build returns the operation called name and its label in the table.
 	build := func(name string) (op, string, error) {
+		if o, label, ok := mcpOp(name); ok {
+			return o, label, nil
+		}
 		base, onEcho := strings.CutSuffix(name, "@echo")
 		ts, httpTargets := sealers, f.httpTargets
 		if onEcho {

@@ -1,0 +1,180 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// Principal sources: where the proxy learns who the caller is.
+const (
+	// PrincipalBearer is the caller's bearer token, hashed.
+	PrincipalBearer = "bearer"
+	// PrincipalCert is the caller's TLS client certificate (its first URI
+	// SAN, else its first DNS SAN, else its subject's common name).
+	PrincipalCert = "cert"
+	// PrincipalHeader is a header set by a trusted authenticating proxy in
+	// front of this one.
+	PrincipalHeader = "header"
+	// PrincipalAnonymous makes every caller the same principal: only for an
+	// endpoint that has one caller, or whose callers may use each other's
+	// states.
+	PrincipalAnonymous = "anonymous"
+)
+
+// Config is the proxy's configuration; cmd/sealer-proxy fills it from flags.
+type Config struct {
+	// Addr is the listen address of the MCP endpoint; AdminAddr that of
+	// /healthz, /readyz and /metrics (off when empty).
+	Addr, AdminAddr string
+	// Upstream is the MCP endpoint of the server behind the proxy
+	// (http://127.0.0.1:3001/mcp). Every request goes to it, whatever its
+	// path on the proxy.
+	Upstream string
+	// TLSCert and TLSKey serve the MCP endpoint over TLS; TLSClientCA
+	// verifies callers' certificates (required for Principal "cert").
+	TLSCert, TLSKey, TLSClientCA string
+
+	// Sealer is the sealer's gRPC address; SealerCA verifies it over TLS
+	// (plaintext when empty: loopback only), SealerCert and SealerKey are
+	// the proxy's client certificate, SealerTokenFile holds its bearer token.
+	Sealer, SealerCA, SealerCert, SealerKey, SealerTokenFile string
+	// SealerTimeout bounds each Seal and Open.
+	SealerTimeout time.Duration
+
+	// Principal is the principal source (PrincipalBearer, ...);
+	// PrincipalHeaderName names the header of PrincipalHeader. In the other
+	// modes a caller's header of that name is removed before the upstream
+	// sees it.
+	Principal, PrincipalHeaderName string
+
+	// Policy says how states are sealed.
+	Policy Policy
+
+	// MaxRequestBytes caps a request body; MaxResponseBytes a JSON response
+	// body and an SSE event that the proxy reads to seal a state;
+	// MaxStateBytes the state an upstream emits (at most sealer.MaxPayload).
+	// Past them the call fails; nothing is ever truncated.
+	MaxRequestBytes, MaxResponseBytes, MaxStateBytes int
+	// UpstreamHeaderTimeout bounds the wait for the upstream's response
+	// headers; ReadHeaderTimeout the caller's request headers.
+	UpstreamHeaderTimeout, ReadHeaderTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// Policy is how the proxy seals states: their life, and which tools,
+// prompts and resources get one-time states.
+type Policy struct {
+	// TTL is each state's life; zero means the sealer's default.
+	TTL     time.Duration `yaml:"ttl"`
+	OneTime struct {
+		Tools     []string `yaml:"tools"`
+		Prompts   []string `yaml:"prompts"`
+		Resources []string `yaml:"resources"`
+	} `yaml:"oneTime"`
+}
+
+// oneTime reports whether the state of a request of method on target is
+// one-time.
+func (p *Policy) oneTime(method, target string) bool {
+	var list []string
+	switch method {
+	case "tools/call":
+		list = p.OneTime.Tools
+	case "prompts/get":
+		list = p.OneTime.Prompts
+	case "resources/read":
+		list = p.OneTime.Resources
+	}
+	return slices.Contains(list, target)
+}
+
+// LoadPolicy reads a policy file (YAML):
+//
+//	ttl: 5m
+//	oneTime:
+//	  tools: [approve_payment]
+//	  prompts: []
+//	  resources: ["file:///ledger"]
+func LoadPolicy(path string) (Policy, error) {
+	var p Policy
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("policy: %v", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("policy %s: %v", path, err)
+	}
+	return p, nil
+}
+
+// Defaults returns a configuration with every limit set.
+func Defaults() Config {
+	return Config{
+		Addr:                  "127.0.0.1:8080",
+		AdminAddr:             "127.0.0.1:8081",
+		Sealer:                "127.0.0.1:7443",
+		SealerTimeout:         5 * time.Second,
+		PrincipalHeaderName:   "X-Sealer-Principal",
+		MaxRequestBytes:       4 << 20,
+		MaxResponseBytes:      4 << 20,
+		MaxStateBytes:         sealer.MaxPayload,
+		UpstreamHeaderTimeout: 60 * time.Second,
+		ReadHeaderTimeout:     10 * time.Second,
+	}
+}
+
+// Validate reports every problem of the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if u, err := url.Parse(c.Upstream); c.Upstream == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("upstream %q: want the upstream's MCP endpoint, http(s)://host:port/path", c.Upstream)
+	}
+	switch c.Principal {
+	case PrincipalBearer, PrincipalAnonymous:
+	case PrincipalCert:
+		if c.TLSClientCA == "" || c.TLSCert == "" {
+			bad("principal cert needs TLS with client certificates: tls-cert, tls-key and tls-client-ca")
+		}
+	case PrincipalHeader:
+		if c.PrincipalHeaderName == "" {
+			bad("principal header needs principal-header-name")
+		}
+	case "":
+		bad("principal: say where the caller's principal comes from (bearer, cert, header), or anonymous if every caller is the same")
+	default:
+		bad("principal %q: want bearer, cert, header or anonymous", c.Principal)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert and tls-key go together")
+	}
+	if (c.SealerCert == "") != (c.SealerKey == "") {
+		bad("sealer-cert and sealer-key go together")
+	}
+	if c.MaxStateBytes < 1 || c.MaxStateBytes > sealer.MaxPayload {
+		bad("max-state-bytes %d: want 1 to %d", c.MaxStateBytes, sealer.MaxPayload)
+	}
+	if c.MaxRequestBytes < 1024 || c.MaxResponseBytes < 1024 {
+		bad("max-request-bytes and max-response-bytes: want at least 1024")
+	}
+	if c.SealerTimeout <= 0 || c.UpstreamHeaderTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
+		bad("timeouts must be positive")
+	}
+	if c.Policy.TTL < 0 {
+		bad("ttl %v: want 0 (the sealer's default) or more", c.Policy.TTL)
+	}
+	return errors.Join(errs...)
+}

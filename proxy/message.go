@@ -1,0 +1,268 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// object is a JSON object as received: its members in order, each value the
+// bytes that spelled it. A name given twice is refused when parsed, so that
+// the proxy and the upstream can never read different members.
+type object struct {
+	names  []string
+	values []json.RawMessage
+}
+
+var (
+	errNotObject = errors.New("not a JSON object")
+	errDuplicate = errors.New("a member is named twice")
+)
+
+// parseObject parses data as one JSON object and nothing after it.
+func parseObject(data []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errNotObject
+	}
+	o := &object{}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, errNotObject
+		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, errNotObject
+		}
+		if seen[name] {
+			return nil, errDuplicate
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotObject
+		}
+		o.names, o.values = append(o.names, name), append(o.values, v)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, errNotObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotObject
+	}
+	return o, nil
+}
+
+// get returns the value of the member name, exactly so named.
+func (o *object) get(name string) (json.RawMessage, bool) {
+	for i, n := range o.names {
+		if n == name {
+			return o.values[i], true
+		}
+	}
+	return nil, false
+}
+
+// set replaces the value of the member name, which must exist.
+func (o *object) set(name string, v json.RawMessage) {
+	for i, n := range o.names {
+		if n == name {
+			o.values[i] = v
+			return
+		}
+	}
+	panic("proxy: set of a missing member " + name)
+}
+
+// variant reports whether a member is named like one of names but is not
+// it: a decoder that matches names regardless of case (Go's encoding/json
+// does) would read it as that member.
+func (o *object) variant(names ...string) bool {
+	for _, n := range o.names {
+		for _, want := range names {
+			if caseVariant(n, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// caseVariant reports whether name differs from want but matches it under
+// simple case folding or after upper- or lower-casing (sealer.CheckParamName
+// uses the same rule).
+func caseVariant(name, want string) bool {
+	if name == want || utf8.RuneCountInString(name) != len(want) {
+		return false
+	}
+	return strings.EqualFold(name, want) || strings.ToLower(name) == want || strings.ToUpper(name) == strings.ToUpper(want)
+}
+
+// encode writes the object back, its members in their order.
+func (o *object) encode() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, n := range o.names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(n)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(o.values[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// envelope members of a JSON-RPC message.
+var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// The MCP requests whose params may carry a requestState (R9).
+var stateMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// call is a JSON-RPC request as the proxy judged it.
+type call struct {
+	env    *object
+	params *object         // nil when the request has none
+	id     json.RawMessage // nil for a notification
+	method string
+	// state is params.requestState; hasState is false when absent or empty.
+	state    string
+	hasState bool
+	// binding is the request's digest, for the three methods with params.
+	binding *client.Binding
+}
+
+// requestError is a JSON-RPC error the proxy answers itself.
+type requestError struct {
+	code    int
+	message string
+}
+
+func (e *requestError) Error() string { return e.message }
+
+var (
+	errParse      = &requestError{-32700, "parse error: the body is not one JSON object without repeated members"}
+	errBatch      = &requestError{-32600, "invalid request: JSON-RPC batches are not accepted"}
+	errEnvelope   = &requestError{-32600, "invalid request: a member is named like a JSON-RPC member in another case"}
+	errStateParam = &requestError{-32602, "invalid params: requestState must be a string, on tools/call, prompts/get or resources/read only, named exactly so"}
+	errBindParams = &requestError{-32602, "invalid params: the request cannot be bound to a requestState"}
+)
+
+// parseCall reads a POST body. It refuses what the proxy and an upstream
+// might read differently: anything but one object, a member named twice, a
+// member named like a JSON-RPC or MCP member in another case. With an
+// error, the call it returns (possibly nil) holds the id to echo.
+func parseCall(body []byte) (*call, error) {
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return nil, errBatch
+	}
+	env, err := parseObject(body)
+	if err != nil {
+		return nil, errParse
+	}
+	c := &call{env: env}
+	if id, ok := env.get("id"); ok && len(id) > 0 && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9') {
+		c.id = id // a string or a number: echoed in an error
+	}
+	if env.variant(envelopeNames...) {
+		return c, errEnvelope
+	}
+	if raw, ok := env.get("method"); ok {
+		if json.Unmarshal(raw, &c.method) != nil {
+			return c, errParse
+		}
+	}
+	raw, ok := env.get("params")
+	if !ok || bytes.Equal(raw, []byte("null")) {
+		return c, nil
+	}
+	if c.params, err = parseObject(raw); err != nil {
+		switch {
+		case err != errNotObject || raw[0] == '{':
+			return c, errParse
+		case stateMethods[c.method]:
+			return c, errBindParams
+		}
+		c.params = nil
+		return c, nil // not an object, on another method: the upstream answers it
+	}
+	if c.params.variant("requestState") {
+		return c, errStateParam
+	}
+	if v, ok := c.params.get("requestState"); ok && !bytes.Equal(v, []byte("null")) {
+		if json.Unmarshal(v, &c.state) != nil || !stateMethods[c.method] {
+			return c, errStateParam
+		}
+		c.hasState = c.state != ""
+	}
+	if stateMethods[c.method] {
+		b, err := bind(c.method, c.params)
+		if err != nil {
+			return c, errBindParams
+		}
+		c.binding = b
+	}
+	return c, nil
+}
+
+// bind computes the request's binding as the Go client does (client.ToolCall,
+// client.PromptGet, client.ResourceRead): name and arguments, or uri, as
+// received. Every other member is passed by name only, so that one named
+// like them in another case is refused (sealer.CheckParamName).
+func bind(method string, params *object) (*client.Binding, error) {
+	p := make(map[string]any, len(params.names))
+	salient := sealer.SalientParams(method)
+	for i, n := range params.names {
+		p[n] = params.values[i]
+	}
+	var target string
+	if v, ok := params.get(salient[0]); !ok || json.Unmarshal(v, &target) != nil {
+		return nil, fmt.Errorf("params.%s is not a string", salient[0])
+	}
+	p[salient[0]] = target
+	b := client.Binding{Method: method, Params: p}
+	d, err := b.RequestDigest()
+	if err != nil {
+		return nil, err
+	}
+	return &client.Binding{Digest: d[:]}, nil
+}
+
+// withState returns the request's body with params.requestState replaced by
+// state, every other byte of params and of the envelope as received.
+func (c *call) withState(state []byte) []byte {
+	v, _ := json.Marshal(string(state))
+	c.params.set("requestState", v)
+	c.env.set("params", c.params.encode())
+	return c.env.encode()
+}
+
+// errorResponse is a JSON-RPC error response echoing id (null when the
+// request had none).
+func errorResponse(id json.RawMessage, code int, message string, data any) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	type jerr struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    any    `json:"data,omitempty"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jerr            `json:"error"`
+	}{"2.0", id, jerr{code, message, data}})
+	return b
+}

@@ -1,0 +1,406 @@
+// Package proxy is sealer-proxy: a reverse proxy for the MCP Streamable
+// HTTP transport that seals and opens the requestStates of an MCP server
+// that does not protect them itself, so that the server keeps emitting its
+// own plain state and never sees one it did not write.
+//
+// # What it does to the traffic
+//
+//   - A tools/call, prompts/get or resources/read whose params carry a
+//     requestState: the state is opened by the sealer with the caller's
+//     principal and the request as received (client.Binding, the same
+//     binding as the Go client's). On success the upstream gets its own
+//     original state in its place and nothing else changes. A refused state
+//     is a JSON-RPC error -32602 echoing the id, and the upstream is never
+//     called; a sealer that cannot answer (LEDGER_UNAVAILABLE, a timeout) is
+//     a retryable error (HTTP 503, JSON-RPC -32603), never a pass.
+//   - A result carrying a requestState, in a JSON body or in the SSE event
+//     that holds it: the state is sealed with the caller's principal and
+//     the originating request, and replaced. A state over the cap is an
+//     error, never truncated.
+//   - Everything else passes through unchanged and unbuffered: other SSE
+//     events in order, notifications, GET streams, session and protocol
+//     headers.
+//
+// A state is sealed only in the response to the request that made it: a
+// result sent elsewhere (on a GET stream, or replayed on resumption) passes
+// as it is, and its plain state is refused when it comes back.
+//
+// What the proxy and the upstream could read differently is refused: a
+// batch, a body that is not one JSON object, a member named twice, a member
+// named like a JSON-RPC member or like requestState, name, arguments or uri
+// in another case (decoders such as Go's encoding/json match names
+// regardless of case).
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// Sealer seals and opens states: *client.Client.
+type Sealer interface {
+	Seal(ctx context.Context, r client.SealRequest) (string, time.Time, error)
+	Open(ctx context.Context, r client.OpenRequest) (*client.Opened, error)
+}
+
+var _ Sealer = (*client.Client)(nil)
+
+// Proxy is the HTTP handler of the MCP endpoint.
+type Proxy struct {
+	cfg      Config
+	sealer   Sealer
+	upstream *url.URL
+	rp       *httputil.ReverseProxy
+	metrics  *metrics
+	log      *slog.Logger
+}
+
+// New returns the proxy of cfg, which must be valid, calling s.
+func New(cfg Config, s Sealer) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(cfg.Upstream)
+	p := &Proxy{cfg: cfg, sealer: s, upstream: u, metrics: newMetrics(), log: cfg.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ResponseHeaderTimeout = cfg.UpstreamHeaderTimeout
+	transport.MaxIdleConnsPerHost = 256
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := *p.upstream
+			out.RawQuery = pr.In.URL.RawQuery
+			pr.Out.URL, pr.Out.Host = &out, ""
+			// The proxy reads the bodies it seals in: no compression.
+			pr.Out.Header.Del("Accept-Encoding")
+		},
+		Transport:      transport,
+		FlushInterval:  -1,
+		ModifyResponse: p.response,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	return p, nil
+}
+
+// exchange is what the response to a call needs: the call and who made it.
+type exchange struct {
+	call      *call
+	principal string
+}
+
+type exchangeKey struct{}
+
+// ServeHTTP judges a request, forwards it and rewrites the response.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.Principal != PrincipalHeader {
+		r.Header.Del(p.cfg.PrincipalHeaderName) // honoured only when configured
+	}
+	if r.Method != http.MethodPost {
+		p.metrics.request("other", "passed")
+		p.rp.ServeHTTP(w, r) // GET streams, DELETE: as they are
+		return
+	}
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+		p.refuse(w, nil, "encoded_body", http.StatusUnsupportedMediaType, &requestError{-32600, "invalid request: compressed bodies are not accepted"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(p.cfg.MaxRequestBytes)))
+	if err != nil {
+		p.refuse(w, nil, "body_too_large", http.StatusRequestEntityTooLarge, &requestError{-32600, "invalid request: body too large or unreadable"})
+		return
+	}
+	c, err := parseCall(body)
+	if err != nil {
+		var re *requestError
+		errors.As(err, &re)
+		var id json.RawMessage
+		if c != nil {
+			id = c.id
+		}
+		p.refuse(w, id, refusal(re), http.StatusBadRequest, re)
+		return
+	}
+	if c.binding == nil {
+		p.metrics.request(methodLabel(c.method), "passed")
+		p.forward(w, r, body)
+		return
+	}
+	who, ok := p.principal(r)
+	if !ok {
+		p.refuse(w, c.id, "no_principal", http.StatusUnauthorized, &requestError{-32600, "invalid request: the caller is not identified"})
+		return
+	}
+	if c.hasState {
+		opened, err := p.open(r.Context(), c, who)
+		if err != nil {
+			p.openFailed(w, c, err)
+			return
+		}
+		body = c.withState(opened)
+	}
+	p.metrics.request(methodLabel(c.method), "forwarded")
+	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who})), body)
+}
+
+// forward sends body to the upstream in place of the request's own.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	p.rp.ServeHTTP(w, r)
+}
+
+// open opens the call's state and returns the upstream's original.
+func (p *Proxy) open(ctx context.Context, c *call, who string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.SealerTimeout)
+	defer cancel()
+	start := time.Now()
+	o, err := p.sealer.Open(ctx, client.OpenRequest{State: c.state, Principal: who, Request: *c.binding})
+	p.metrics.sealerCall("open", reasonOf(err), time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	return o.Payload, nil
+}
+
+// openFailed answers a call whose state did not open: -32602 for a refused
+// state, a retryable error for a sealer that could not judge it.
+func (p *Proxy) openFailed(w http.ResponseWriter, c *call, err error) {
+	reason := reasonOf(err)
+	if client.Rejected(err) || errors.Is(err, client.ErrInvalidArgument) {
+		p.log.Info("state refused", "method", c.method, "reason", reason)
+		p.refuse(w, c.id, "state_"+reason, http.StatusBadRequest, &requestError{-32602, "invalid params: requestState rejected"})
+		return
+	}
+	p.log.Warn("sealer could not open a state", "method", c.method, "reason", reason, "err", errText(err))
+	p.metrics.request(methodLabel(c.method), "unavailable")
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, errorResponse(c.id, -32603,
+		"requestState could not be checked now: retry later", map[string]any{"retryable": true}))
+}
+
+// refuse answers a request the upstream never sees.
+func (p *Proxy) refuse(w http.ResponseWriter, id json.RawMessage, why string, status int, e *requestError) {
+	p.metrics.request("refused", why)
+	writeJSON(w, status, errorResponse(id, e.code, e.message, nil))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// response seals the state of a result to one of the three methods: in a
+// JSON body, or in the SSE events of the stream.
+func (p *Proxy) response(resp *http.Response) error {
+	x, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	if x == nil {
+		return nil
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mediaType != "application/json" && mediaType != "text/event-stream" {
+		return nil
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+		return p.replace(resp, x, errUpstreamEncoded)
+	}
+	ctx := resp.Request.Context()
+	if mediaType == "text/event-stream" {
+		resp.Body = newEventReader(resp.Body, p.cfg.MaxResponseBytes,
+			func(data []byte) []byte { return p.sealMessage(ctx, x, data) },
+			func(err error) []byte {
+				p.log.Warn("upstream event stream failed", "method", x.call.method, "err", errText(err))
+				return append(append([]byte("data: "), p.failure(x, err)...), '\n', '\n')
+			})
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(p.cfg.MaxResponseBytes)+1))
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return p.replace(resp, x, fmt.Errorf("proxy: reading the upstream's response: %v", err))
+	case len(data) > p.cfg.MaxResponseBytes:
+		return p.replace(resp, x, errResponseTooLarge)
+	}
+	if sealed := p.sealMessage(ctx, x, data); sealed != nil {
+		data = sealed
+	}
+	setBody(resp, data)
+	return nil
+}
+
+var (
+	errUpstreamEncoded  = errors.New("proxy: the upstream compressed a response the proxy must read")
+	errResponseTooLarge = errors.New("proxy: the upstream's response exceeds the response size cap")
+	errStateTooLarge    = errors.New("proxy: the upstream's requestState exceeds the state size cap")
+	errStateNotString   = errors.New("proxy: the upstream's requestState is not a string")
+)
+
+// sealMessage returns the JSON-RPC message data with the state of its
+// result sealed, a JSON-RPC error in its place when sealing failed, or nil
+// when it carries no state.
+func (p *Proxy) sealMessage(ctx context.Context, x *exchange, data []byte) []byte {
+	msg, err := parseObject(data)
+	if err != nil {
+		return nil
+	}
+	raw, ok := msg.get("result")
+	if !ok {
+		return nil
+	}
+	result, err := parseObject(raw)
+	if err != nil {
+		return nil
+	}
+	st, ok := result.get("requestState")
+	if !ok || bytes.Equal(st, []byte("null")) {
+		return nil
+	}
+	var state string
+	if json.Unmarshal(st, &state) != nil {
+		return p.failure(x, errStateNotString)
+	}
+	if state == "" {
+		return nil
+	}
+	if len(state) > p.cfg.MaxStateBytes {
+		return p.failure(x, errStateTooLarge)
+	}
+	sealed, err := p.seal(ctx, x, []byte(state))
+	if err != nil {
+		return p.failure(x, err)
+	}
+	v, _ := json.Marshal(sealed)
+	result.set("requestState", v)
+	msg.set("result", result.encode())
+	var out bytes.Buffer
+	if err := json.Compact(&out, msg.encode()); err != nil {
+		return p.failure(x, err)
+	}
+	return out.Bytes()
+}
+
+// seal seals the upstream's state for the caller and the request.
+func (p *Proxy) seal(ctx context.Context, x *exchange, state []byte) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.SealerTimeout)
+	defer cancel()
+	start := time.Now()
+	sealed, _, err := p.sealer.Seal(ctx, client.SealRequest{Principal: x.principal, Request: *x.call.binding,
+		Payload: state, TTL: p.cfg.Policy.TTL, OneTime: p.cfg.Policy.oneTime(x.call.method, x.call.target())})
+	p.metrics.sealerCall("seal", reasonOf(err), time.Since(start))
+	return sealed, err
+}
+
+// failure is the JSON-RPC error the caller gets instead of a response
+// whose state could not be sealed; it is logged once, here.
+func (p *Proxy) failure(x *exchange, err error) []byte {
+	p.log.Warn("state not sealed", "method", x.call.method, "reason", reasonOf(err), "err", errText(err))
+	p.metrics.request(methodLabel(x.call.method), "seal_failed")
+	return errorResponse(x.call.id, -32603, "the server's requestState could not be sealed", nil)
+}
+
+// replace makes resp a JSON-RPC error for err.
+func (p *Proxy) replace(resp *http.Response, x *exchange, err error) error {
+	resp.Body.Close()
+	resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Set("Content-Type", "application/json")
+	setBody(resp, p.failure(x, err))
+	return nil
+}
+
+func setBody(resp *http.Response, data []byte) {
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+}
+
+// upstreamError answers a request the upstream did not answer.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	var id json.RawMessage
+	if x, _ := r.Context().Value(exchangeKey{}).(*exchange); x != nil {
+		id = x.call.id
+	}
+	p.log.Warn("upstream failed", "err", errText(err))
+	p.metrics.request("upstream", "error")
+	writeJSON(w, http.StatusBadGateway, errorResponse(id, -32603, "the MCP server did not answer", nil))
+}
+
+// target is the request's name or uri.
+func (c *call) target() string {
+	var t string
+	if v, ok := c.params.get(sealer.SalientParams(c.method)[0]); ok {
+		json.Unmarshal(v, &t)
+	}
+	return t
+}
+
+// reasonOf names an error of the sealer as its ErrorInfo reason does.
+func reasonOf(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{sealer.ErrInvalid, "INVALID_STATE"}, {sealer.ErrExpired, "EXPIRED"},
+		{sealer.ErrPrincipalMismatch, "PRINCIPAL_MISMATCH"}, {sealer.ErrRequestMismatch, "REQUEST_MISMATCH"},
+		{ledger.ErrConsumed, "ALREADY_CONSUMED"}, {ledger.ErrUnavailable, "LEDGER_UNAVAILABLE"},
+		{client.ErrInvalidArgument, "INVALID_ARGUMENT"}, {client.ErrUnauthenticated, "UNAUTHENTICATED"},
+		{client.ErrResourceExhausted, "RESOURCE_EXHAUSTED"}, {client.ErrKeysUnavailable, "KEYS_UNAVAILABLE"},
+		{context.DeadlineExceeded, "TIMEOUT"}, {errStateTooLarge, "STATE_TOO_LARGE"},
+		{errResponseTooLarge, "RESPONSE_TOO_LARGE"}, {errEventTooLarge, "RESPONSE_TOO_LARGE"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	if err == nil {
+		return "OK"
+	}
+	return "ERROR"
+}
+
+// errText is an error's message for the log: the sealer's and the proxy's
+// own messages name no state, payload or principal.
+func errText(err error) string { return err.Error() }
+
+// refusal names a request error for metrics.
+func refusal(e *requestError) string {
+	switch e {
+	case errBatch:
+		return "batch"
+	case errEnvelope:
+		return "envelope_case_variant"
+	case errStateParam:
+		return "state_param"
+	case errBindParams:
+		return "unbindable"
+	}
+	return "parse"
+}
+
+func methodLabel(m string) string {
+	if stateMethods[m] {
+		return m
+	}
+	return "other"
+}

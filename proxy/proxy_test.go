@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// fakeSealer is for the error paths only; the e2e tests run a real sealer.
+type fakeSealer struct {
+	openErr, sealErr error
+	mu               sync.Mutex
+	principals       []string
+	seals            int
+}
+
+func (f *fakeSealer) Seal(_ context.Context, r client.SealRequest) (string, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seals++
+	f.principals = append(f.principals, r.Principal)
+	return "SEALED", time.Time{}, f.sealErr
+}
+
+func (f *fakeSealer) Open(_ context.Context, r client.OpenRequest) (*client.Opened, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.principals = append(f.principals, r.Principal)
+	if f.openErr != nil {
+		return nil, f.openErr
+	}
+	return &client.Opened{Payload: []byte(`{"round":1}`)}, nil
+}
+
+// upstream answers every POST with body, counting the calls and keeping
+// the last body it received.
+type upstream struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls int
+	last  string
+	hdr   http.Header
+}
+
+func newUpstream(t *testing.T, contentType, body string) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.calls++
+		u.last, u.hdr = string(b), r.Header.Clone()
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", contentType)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func newProxy(t *testing.T, up *upstream, s Sealer, edit func(*Config)) http.Handler {
+	t.Helper()
+	cfg := Defaults()
+	cfg.Upstream, cfg.Principal = up.URL+"/mcp", PrincipalBearer
+	if edit != nil {
+		edit(&cfg)
+	}
+	p, err := New(cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const retryBody = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","arguments":{},"requestState":"S"}}`
+
+func post(h http.Handler, body string, header ...string) (*http.Response, map[string]any) {
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	var m map[string]any
+	json.Unmarshal(w.Body.Bytes(), &m)
+	return w.Result(), m
+}
+
+func errorCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	return fmt.Sprintf("id %v code %v", m["id"], e["code"])
+}
+
+func TestProxy_OpenFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		want   string
+	}{
+		{"R2 invalid", fmt.Errorf("wrapped: %w", sealer.ErrInvalid), 400, "id 5 code -32602"},
+		{"R3 other principal", sealer.ErrPrincipalMismatch, 400, "id 5 code -32602"},
+		{"R4 expired", sealer.ErrExpired, 400, "id 5 code -32602"},
+		{"R5 other request", sealer.ErrRequestMismatch, 400, "id 5 code -32602"},
+		{"R6 consumed", ledger.ErrConsumed, 400, "id 5 code -32602"},
+		{"ledger unavailable is retryable, never a pass", ledger.ErrUnavailable, 503, "id 5 code -32603"},
+		{"a sealer that times out is retryable", context.DeadlineExceeded, 503, "id 5 code -32603"},
+		{"a sealer that refuses the proxy is retryable", client.ErrUnauthenticated, 503, "id 5 code -32603"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, "application/json", `{}`)
+			resp, m := post(newProxy(t, up, &fakeSealer{openErr: tc.err}, nil), retryBody, "Authorization", "Bearer tok")
+			if resp.StatusCode != tc.status || errorCode(m) != tc.want || up.calls != 0 {
+				t.Errorf("got %d %s with %d upstream calls, want %d %s and none", resp.StatusCode, errorCode(m), up.calls, tc.status, tc.want)
+			}
+			if tc.status == 503 && resp.Header.Get("Retry-After") == "" {
+				t.Error("no Retry-After on a retryable error")
+			}
+		})
+	}
+}
+
+func TestProxy_OpenedStateReachesUpstreamInPlace(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`)
+	resp, _ := post(newProxy(t, up, &fakeSealer{}, nil), retryBody, "Authorization", "Bearer tok")
+	want := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","arguments":{},"requestState":"{\"round\":1}"}}`
+	if resp.StatusCode != 200 || up.last != want {
+		t.Errorf("upstream got %s (status %d), want %s", up.last, resp.StatusCode, want)
+	}
+}
+
+func TestProxy_UpstreamStateFailures(t *testing.T) {
+	first := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	big := strings.Repeat("s", 2000)
+	for _, tc := range []struct {
+		name, contentType, body string
+		sealErr                 error
+		seals                   int
+	}{
+		{"a state over the cap in JSON is an error, never truncated", "application/json",
+			`{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"` + big + `"}}`, nil, 0},
+		{"a state over the cap in SSE is an error, never truncated", "text/event-stream",
+			"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"requestState\":\"" + big + "\"}}\n\n", nil, 0},
+		{"a state that is not a string", "application/json", `{"jsonrpc":"2.0","id":5,"result":{"requestState":{"round":1}}}`, nil, 0},
+		{"a seal that fails", "application/json", `{"jsonrpc":"2.0","id":5,"result":{"requestState":"plain-secret"}}`, ledger.ErrUnavailable, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, tc.contentType, tc.body)
+			fs := &fakeSealer{sealErr: tc.sealErr}
+			h := newProxy(t, up, fs, func(c *Config) { c.MaxStateBytes = 1000 })
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(first))
+			req.Header.Set("Authorization", "Bearer tok")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			got := w.Body.String()
+			if strings.Contains(got, "sss") || strings.Contains(got, "plain-secret") || strings.Contains(got, "round") ||
+				!strings.Contains(got, `"id":5,"error":{"code":-32603`) || fs.seals != tc.seals {
+				t.Errorf("got %q after %d seals; want a -32603 error for id 5 and no state, after %d", got, fs.seals, tc.seals)
+			}
+			if tc.contentType == "text/event-stream" && !strings.HasPrefix(got, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n") {
+				t.Errorf("the events before the failure were lost: %q", got)
+			}
+		})
+	}
+}
+
+func TestProxy_Principal(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":{}}`)
+	resp, m := post(newProxy(t, up, &fakeSealer{}, nil), retryBody)
+	if resp.StatusCode != 401 || errorCode(m) != "id 5 code -32600" || up.calls != 0 {
+		t.Errorf("bearer mode without a token: got %d %s with %d upstream calls", resp.StatusCode, errorCode(m), up.calls)
+	}
+
+	fs := &fakeSealer{}
+	post(newProxy(t, up, fs, nil), retryBody, "Authorization", "Bearer tok", "X-Sealer-Principal", "admin")
+	if up.hdr.Get("X-Sealer-Principal") != "" || len(fs.principals) != 1 || !strings.HasPrefix(fs.principals[0], "bearer:") || strings.Contains(fs.principals[0], "tok") {
+		t.Errorf("bearer mode: the upstream got the principal header %q, the sealer %v", up.hdr.Get("X-Sealer-Principal"), fs.principals)
+	}
+
+	fs = &fakeSealer{}
+	post(newProxy(t, up, fs, func(c *Config) { c.Principal = PrincipalHeader }), retryBody, "X-Sealer-Principal", "alice")
+	if len(fs.principals) != 1 || fs.principals[0] != "header:alice" {
+		t.Errorf("header mode: the sealer got %v", fs.principals)
+	}
+}
+
+func TestConfig_RefusesToStartWithoutAPrincipal(t *testing.T) {
+	cfg := Defaults()
+	cfg.Upstream = "http://127.0.0.1:3001/mcp"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "principal") {
+		t.Errorf("got %v, want an error naming the principal", err)
+	}
+	cfg.Principal = PrincipalAnonymous
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("anonymous: %v", err)
+	}
+}
