@@ -126,20 +126,3 @@ func conformance(t *testing.T, bin, url string) map[string]scenarioResult {
 	t.Logf("%d scenarios, %d checks", len(mrtrScenarios), total)
 	return results
 }
-
-// TestTypeScriptExamples runs the TypeScript examples, one over gRPC and one
-// over REST, against a real sealer.
-func TestTypeScriptExamples(t *testing.T) {
-	bin := nodeBin(t)
-	s := start(t, t.TempDir())
-	for _, run := range [][]string{
-		{"../examples/typescript/grpc.ts", s.GRPC},
-		{"../examples/typescript/rest.ts", "http://" + s.HTTP},
-	} {
-		out, err := nodeCommand(t, bin, "node", append([]string{"--experimental-strip-types", "--no-warnings"}, run...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", run[0], err, out)
-		}
-		t.Logf("%s: %s", filepath.Base(run[0]), strings.TrimSpace(string(out)))
-	}
-}

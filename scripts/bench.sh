@@ -58,6 +58,19 @@ start_sealer() {
 
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
+# --- The TypeScript client beside the Go client ---------------------------
+# ONLY=typescript scripts/bench.sh runs this section alone (about 3 minutes).
+if [ "${SKIP:-}" != typescript ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = typescript ]; }; then
+ensure_node >/dev/null
+step "TypeScript client (examples/typescript/load.ts) beside the Go client (sealer-load): Seal+Open pairs/s at 16 callers, gRPC and REST, one sealer"
+start_sealer ts
+"$load" -targets "$ts_GRPC" -http-targets "$ts_HTTP" -c 16 -d 10s -repeat 3 -ops seal-open,rest-seal-open | tee "$out/typescript.md"
+"$SEALER_TEST_NODE_BIN/node" --experimental-strip-types --no-warnings examples/typescript/load.ts \
+  --grpc "$ts_GRPC" --rest "$ts_HTTP" -c 16 -d 10s --repeat 3 | tee -a "$out/typescript.md"
+kill "$ts_PID"
+[ "${ONLY:-}" = typescript ] && { echo "results in $out"; exit 0; }
+fi
+
 # --- 0. The core in process -----------------------------------------------
 if [ "${SKIP:-}" != side-by-side ]; then
 step "core: Seal and Open in process (go test -bench, 3 runs)"

@@ -42,6 +42,9 @@ ensure_vault() {
 # examples' packages, and exports the bin directory as SEALER_TEST_NODE_BIN.
 ensure_node() {
   npm ci --prefix tools/node --no-audit --no-fund
+  # The TypeScript client (and protoc-gen-es, which buf generate runs): npm
+  # ci builds its dist/ from gen/es (prepare).
+  npm ci --prefix clients/typescript --no-audit --no-fund
   npm ci --prefix examples/typescript --no-audit --no-fund
   export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
   "$SEALER_TEST_NODE_BIN/node" --version

@@ -86,3 +86,6 @@ go test -race -count=1 ./...
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
 (cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
+
+step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
+(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")

@@ -1,0 +1,188 @@
+// The client against a real sealer: e2e/typescript_test.go starts the
+// sealers and gives their addresses in the environment (SEALER_TEST_GRPC,
+// SEALER_TEST_REST: plain, no authentication; SEALER_TEST_TLS_*: TLS, with
+// tenants authenticated by client certificate or bearer token).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { readFileSync } from "node:fs";
+import { grpcClient, restClient, requestDigest, toolCall, SealerError, Reason } from "../dist/index.js";
+
+const env = process.env;
+const skip = env.SEALER_TEST_GRPC && env.SEALER_TEST_REST ? false : "no sealer: e2e/typescript_test.go starts one";
+if (skip && env.CI) throw new Error("SEALER_TEST_GRPC and SEALER_TEST_REST are unset: run through e2e/typescript_test.go");
+
+const clients = () => ({
+  gRPC: grpcClient({ url: `http://${env.SEALER_TEST_GRPC}` }),
+  REST: restClient({ url: `http://${env.SEALER_TEST_REST}` }),
+});
+const bytes = (s) => new TextEncoder().encode(s);
+const weather = (location) => toolCall("get_weather", { location });
+
+async function refusedWith(promise, reason, { rejected = true } = {}) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof SealerError, `got ${err}, want a SealerError`);
+    assert.equal(err.reasonName, Reason[reason], err.message);
+    assert.equal(err.rejected, rejected);
+    return true;
+  });
+}
+
+for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: () => clients().REST })) {
+  test(`${name}: seal, open, and every refusal typed with its reason`, { skip }, async (t) => {
+    const c = make();
+    t.after(() => c.close());
+    const s = await c.seal({ principal: "alice", request: weather("Paris"), payload: bytes("step-1"), ttlMs: 60_000 });
+    assert.ok(s.expiresAt.getTime() > Date.now() + 50_000 && s.expiresAt.getTime() <= Date.now() + 61_000, `${s.expiresAt}`);
+    // The retry's params, with what a retry adds, bind like the first round's.
+    const retry = { method: "tools/call", params: { name: "get_weather", arguments: { location: "Paris" }, requestState: s.requestState, inputResponses: {}, _meta: { x: 1 } } };
+    const o = await c.open({ requestState: s.requestState, principal: "alice", request: retry });
+    assert.equal(new TextDecoder().decode(o.payload), "step-1");
+    assert.ok(o.issuedAt <= o.expiresAt);
+    await refusedWith(c.open({ requestState: s.requestState + "-TAMPERED", principal: "alice", request: retry }), Reason.INVALID_STATE);
+    await refusedWith(c.open({ requestState: s.requestState, principal: "mallory", request: retry }), Reason.PRINCIPAL_MISMATCH);
+    await refusedWith(c.open({ requestState: s.requestState, principal: "alice", request: weather("Boston") }), Reason.REQUEST_MISMATCH);
+    const once = await c.seal({ principal: "alice", request: weather("Paris"), oneTime: true });
+    await c.open({ requestState: once.requestState, principal: "alice", request: weather("Paris") });
+    await refusedWith(c.open({ requestState: once.requestState, principal: "alice", request: weather("Paris") }), Reason.ALREADY_CONSUMED);
+    await refusedWith(c.seal({ principal: "", request: weather("Paris") }), Reason.INVALID_ARGUMENT, { rejected: false });
+    const short = await c.seal({ principal: "alice", request: weather("Paris"), ttlMs: 1000 });
+    await new Promise((r) => setTimeout(r, 1100));
+    await refusedWith(c.open({ requestState: short.requestState, principal: "alice", request: weather("Paris") }), Reason.EXPIRED);
+  });
+
+  test(`${name}: a deadline and a cancelled call fail as retryable, without a reason`, { skip }, async (t) => {
+    // A listener that accepts and never answers.
+    const silent = createServer(() => {});
+    await new Promise((r) => silent.listen(0, "127.0.0.1", r));
+    t.after(() => silent.close());
+    const url = `http://127.0.0.1:${silent.address().port}`;
+    const c = name === "gRPC" ? grpcClient({ url, timeoutMs: 200 }) : restClient({ url, timeoutMs: 200 });
+    t.after(() => c.close());
+    const started = Date.now();
+    await assert.rejects(c.seal({ principal: "alice", request: weather("Paris") }), (err) => {
+      assert.ok(err instanceof SealerError, `${err}`);
+      assert.equal(err.reason, Reason.UNSPECIFIED);
+      assert.ok(err.retryable && !err.rejected);
+      return true;
+    });
+    assert.ok(Date.now() - started < 5000, "the deadline ended the call");
+    const live = make();
+    t.after(() => live.close());
+    await assert.rejects(live.seal({ principal: "alice", request: weather("Paris") }, { signal: AbortSignal.abort() }), SealerError);
+  });
+}
+
+// A generated params object: mostly what MCP clients send, with the edges
+// of RFC 8785 (number forms, UTF-16 key order, escapes, astral
+// characters), and now and then something the core refuses (case variants
+// of salient names, arguments that are not objects, numbers beyond
+// ±(2^53-1), nesting beyond 64 levels, targets that are not strings).
+function generator(seed) {
+  let x = seed >>> 0 || 1;
+  const rnd = () => ((x ^= x << 13), (x ^= x >>> 17), (x ^= x << 5), (x >>> 0) / 2 ** 32);
+  const pick = (a) => a[Math.floor(rnd() * a.length)];
+  const chars = ["a", "B", "z", "é", "e\u0301", "\u00e9", "€", "😀", "\u{10ffff}", "\uffff", "\u007f", "\u0000", "\n", "\"", "\\", "/", "ſ", "K", "İ", "ı", " ", "ü", "Z", "_", "1"];
+  const str = (n = 6) => Array.from({ length: Math.floor(rnd() * n) }, () => pick(chars)).join("");
+  const numbers = [0, -0, 1, -1, 0.1, 1e-7, 1e21, 1e20, 123456789012, 9007199254740991, -9007199254740991, 4.35, 5e-324, 1.7976931348623157e308, 2 ** 53, -(2 ** 53), 2 ** 60, 1e16, 333333333.33333329, 1 / 3];
+  const number = () => (rnd() < 0.5 ? pick(numbers) : (rnd() - 0.5) * 10 ** Math.floor(rnd() * 30 - 10));
+  const value = (depth) => {
+    const r = rnd();
+    if (depth > 4 || r < 0.25) return str();
+    if (r < 0.45) return number();
+    if (r < 0.5) return pick([true, false, null]);
+    if (r < 0.7) return Array.from({ length: Math.floor(rnd() * 4) }, () => value(depth + 1));
+    return object(depth + 1);
+  };
+  const object = (depth) => Object.fromEntries(Array.from({ length: Math.floor(rnd() * 5) }, () => [str(4), value(depth)]));
+  const nest = (n) => (n === 0 ? {} : { d: nest(n - 1) });
+  return () => {
+    const method = pick(["tools/call", "tools/call", "tools/call", "prompts/get", "resources/read"]);
+    const target = method === "resources/read" ? "uri" : "name";
+    const params = { [target]: rnd() < 0.97 ? (method === "resources/read" ? "file:///" : "") + str(8) || "t" : pick([42, null, "", ["x"]]) };
+    const r = rnd();
+    if (method !== "resources/read" || r < 0.1) {
+      if (r < 0.8) params.arguments = object(1);
+      else if (r < 0.85) params.arguments = null;
+      else if (r < 0.88) params.arguments = pick([[1], "s", 3, true]);
+      else if (r < 0.91) params.arguments = { big: pick([2 ** 53 + 2, -(2 ** 60), 1e300]) };
+      else if (r < 0.93) params.arguments = nest(rnd() < 0.5 ? 64 : 65);
+      // else: no arguments
+    }
+    if (rnd() < 0.2) params._meta = { progressToken: str(), n: number() };
+    if (rnd() < 0.1) params.inputResponses = { k: { action: "accept" } };
+    if (rnd() < 0.04) params[pick(["Name", "NAME", "Arguments", "argumentſ", "URI", "urı", "URİ", "nAme", "\u212Aey"])] = "x";
+    return { method, params };
+  };
+}
+
+// Seal with the sealer's digest of the params (sent as a Struct, digested
+// by the server), open with the digest computed here: every pair must open,
+// and every params the sealer refuses must be refused here, and back.
+test("differential: the digest of 10,000 generated params is the sealer's", { skip }, async (t) => {
+  const c = grpcClient({ url: `http://${env.SEALER_TEST_GRPC}` });
+  t.after(() => c.close());
+  const n = Number(env.SEALER_TEST_DIFFERENTIAL ?? 10_000);
+  const next = generator(Number(env.SEALER_TEST_SEED ?? 20260728));
+  const cases = Array.from({ length: n }, next);
+  const counts = { identical: 0, bothRefused: 0, mismatches: [] };
+  let i = 0;
+  const worker = async () => {
+    while (i < cases.length) {
+      const k = i++;
+      const { method, params } = cases[k];
+      let local;
+      try {
+        local = requestDigest(method, params);
+      } catch (err) {
+        assert.ok(err instanceof SealerError && err.reason === Reason.INVALID_ARGUMENT, `${err}`);
+      }
+      let sealed;
+      try {
+        sealed = await c.seal({ principal: "diff", request: { method, params, digestOn: "server" } });
+      } catch (err) {
+        assert.ok(err instanceof SealerError, `${err}`);
+        if (err.reason !== Reason.INVALID_ARGUMENT) throw err;
+      }
+      if (!sealed && !local) counts.bothRefused++;
+      else if (!sealed || !local) counts.mismatches.push({ k, method, params, sealer: sealed ? "accepted" : "refused", here: local ? "accepted" : "refused" });
+      else {
+        try {
+          await c.open({ requestState: sealed.requestState, principal: "diff", request: { digest: local } });
+          counts.identical++;
+        } catch (err) {
+          counts.mismatches.push({ k, method, params, sealer: "another digest", here: err.message });
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  t.diagnostic(`differential: ${n} params, ${counts.identical} identical digests, ${counts.bothRefused} refused by both, ${counts.mismatches.length} mismatches`);
+  assert.deepEqual(counts.mismatches.slice(0, 5), []);
+  assert.ok(counts.identical > n * 0.7 && counts.bothRefused > n * 0.03, `${JSON.stringify(counts)}: both verdicts well represented`);
+});
+
+const tlsSkip = env.SEALER_TEST_TLS_GRPC ? false : "no TLS sealer: e2e/typescript_test.go starts one";
+if (tlsSkip && env.CI) throw new Error("SEALER_TEST_TLS_GRPC is unset: run through e2e/typescript_test.go");
+
+for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_TLS_GRPC"], ["REST", restClient, "SEALER_TEST_TLS_REST"]]) {
+  test(`${name} over TLS: a client certificate and a bearer token authenticate two tenants`, { skip: tlsSkip }, async (t) => {
+    const url = `https://${env[addr]}`;
+    const ca = readFileSync(env.SEALER_TEST_CA);
+    const a = make({ url, tls: { ca, cert: readFileSync(env.SEALER_TEST_CERT_A), key: readFileSync(env.SEALER_TEST_KEY_A) } });
+    const c = make({ url, tls: { ca }, token: () => env.SEALER_TEST_TOKEN_C });
+    const nobody = make({ url, tls: { ca } });
+    const wrong = make({ url, tls: { ca }, token: "not-the-token" });
+    const untrusted = make({ url });
+    t.after(() => Promise.all([a, c, nobody, wrong, untrusted].map((x) => x.close())));
+    const sa = await a.seal({ principal: "alice", request: weather("Paris"), payload: bytes("a") });
+    assert.equal(new TextDecoder().decode((await a.open({ requestState: sa.requestState, principal: "alice", request: weather("Paris") })).payload), "a");
+    const sc = await c.seal({ principal: "carol", request: weather("Paris"), payload: bytes("c") });
+    assert.equal(new TextDecoder().decode((await c.open({ requestState: sc.requestState, principal: "carol", request: weather("Paris") })).payload), "c");
+    await refusedWith(c.open({ requestState: sa.requestState, principal: "alice", request: weather("Paris") }), Reason.INVALID_STATE);
+    await refusedWith(nobody.seal({ principal: "x", request: weather("Paris") }), Reason.UNAUTHENTICATED, { rejected: false });
+    await refusedWith(wrong.seal({ principal: "x", request: weather("Paris") }), Reason.UNAUTHENTICATED, { rejected: false });
+    // The system's roots do not trust the test CA: the handshake fails.
+    await assert.rejects(untrusted.seal({ principal: "x", request: weather("Paris") }), (err) => err instanceof SealerError && err.reason === Reason.UNSPECIFIED);
+  });
+}

@@ -1,0 +1,159 @@
+// The request digest (FORMAT.md, "Request digest"), computed in process as
+// the sealer's core computes it (sealer/digest.go): the method, the target
+// (tool or prompt name, resource uri) and the RFC 8785 canonical form of the
+// arguments, hashed with SHA-256. It reads params already decoded, so what
+// depends on the params as text (their size, duplicate member names, invalid
+// UTF-8 outside the salient members) is the JSON parser's; everything else
+// is refused exactly as the core refuses it.
+import { createHash } from "node:crypto";
+import canonicalize from "canonicalize";
+import { Reason } from "./gen/sealer/v1/sealer_pb.js";
+import { SealerError } from "./errors.js";
+
+/** The deepest nesting of the arguments: 64 levels, the arguments object being the first. */
+export const MAX_DEPTH = 64;
+/** The most values the arguments may hold, the arguments object included; member names are not values. */
+export const MAX_VALUES = 100_000;
+
+const label = new TextEncoder().encode("mcp-sealer/v1 request\x00");
+
+// The salient members per method that may carry a requestState: the one
+// that names the target and the one that holds its arguments ("" for none).
+// Every other member is ignored, so that _meta, inputResponses, requestState
+// and fields of later protocol versions never change the digest.
+const salient: Record<string, { target: string; args: string }> = {
+  "tools/call": { target: "name", args: "arguments" },
+  "prompts/get": { target: "name", args: "arguments" },
+  "resources/read": { target: "uri", args: "" },
+};
+
+/** JSON as JSON.parse returns it. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+/** A JSON object. */
+export type JsonObject = { [key: string]: JsonValue };
+
+function refuse(message: string): never {
+  throw new SealerError(Reason.INVALID_ARGUMENT, `sealer: invalid argument: ${message}`);
+}
+
+/** The names of the params members the digest reads for method, or undefined for a method that cannot carry a requestState. */
+export function salientParams(method: string): string[] | undefined {
+  const s = salient[method];
+  return s && (s.args ? [s.target, s.args] : [s.target]);
+}
+
+/**
+ * Refuses a params member whose name differs from a salient one only in case
+ * ("NAME", "Arguments", "URI", "argumentſ"), as sealer.CheckParamName does:
+ * equal under Go's strings.EqualFold, or once upper-cased or lower-cased
+ * rune by rune (which adds U+0130 and U+0131 for i). The digest ignores such
+ * a member, but a server that binds params case-insensitively may act on it.
+ */
+export function checkParamName(method: string, name: string): void {
+  const s = salient[method];
+  if (!s) refuse(`unsupported method ${JSON.stringify(truncate(method))}`);
+  for (const want of [s.target, s.args]) {
+    if (want && caseVariant(name, want)) {
+      refuse(`params member ${JSON.stringify(truncate(name))} differs from ${JSON.stringify(want)} only in case`);
+    }
+  }
+}
+
+// Runes other than c and its ASCII upper case that match the ASCII letter c
+// under Go's simple folding (F), unicode.ToLower (L) and unicode.ToUpper (U).
+const fold: Record<string, number> = { k: 0x212a, s: 0x17f };
+const lower: Record<string, number> = { i: 0x130, k: 0x212a };
+const upper: Record<string, number> = { i: 0x131, s: 0x17f };
+
+function caseVariant(name: string, want: string): boolean {
+  const runes = [...name];
+  if (name === want || runes.length !== want.length) return false;
+  const all = (extra: Record<string, number>) =>
+    runes.every((r, i) => {
+      const c = want[i]!;
+      return r === c || r === c.toUpperCase() || r.codePointAt(0) === extra[c];
+    });
+  return all(fold) || all(lower) || all(upper);
+}
+
+/** The 32-byte request digest of an MCP request from its method and its params object as received (decoded). */
+export function requestDigest(method: string, params: unknown): Uint8Array {
+  const s = salient[method];
+  if (!s) refuse(`unsupported method ${JSON.stringify(truncate(method))}`);
+  if (!isPlainObject(params)) refuse("params must be a JSON object");
+  for (const name of Object.keys(params)) {
+    if (!name.isWellFormed()) refuse("params member names must be valid Unicode");
+    checkParamName(method, name);
+  }
+  const target = Object.hasOwn(params, s.target) ? params[s.target] : undefined;
+  if (typeof target !== "string" || target === "" || !target.isWellFormed()) {
+    refuse(`params.${s.target} must be a non-empty string`);
+  }
+  if (!s.args) return digest(method, target, new Uint8Array(0));
+  const args = Object.hasOwn(params, s.args) ? params[s.args] : null;
+  if (args !== null && !isPlainObject(args)) refuse(`params.${s.args} must be an object`);
+  checkArguments(s.args, args);
+  return digest(method, target, new TextEncoder().encode(canonicalize(args)));
+}
+
+/**
+ * Checks the arguments against the core's limits: at most MAX_DEPTH levels
+ * and MAX_VALUES values, numbers within ±(2^53-1) (integers beyond it lose
+ * precision in JSON.parse, and the core refuses them: send them as
+ * strings), and nothing JSON cannot hold (undefined, functions, bigints,
+ * NaN, Infinity, lone surrogates, objects other than plain ones).
+ */
+function checkArguments(name: string, args: unknown): void {
+  let values = 0;
+  const walk = (v: unknown, depth: number): void => {
+    if (++values > MAX_VALUES) refuse(`params.${name} holds more than ${MAX_VALUES} values`);
+    switch (typeof v) {
+      case "string":
+        if (!v.isWellFormed()) refuse(`params.${name} holds a lone surrogate`);
+        return;
+      case "number":
+        if (!Number.isFinite(v) || Math.abs(v) > Number.MAX_SAFE_INTEGER) {
+          refuse(`params.${name} holds a number beyond ±(2^53-1); send it as a string`);
+        }
+        return;
+      case "boolean":
+        return;
+      case "object":
+        if (v === null) return;
+        if (depth + 1 > MAX_DEPTH) refuse(`params.${name} nested deeper than ${MAX_DEPTH} levels`);
+        if (Array.isArray(v)) {
+          for (let i = 0; i < v.length; i++) walk(v[i], depth + 1);
+          return;
+        }
+        if (!isPlainObject(v)) refuse(`params.${name} holds an object that is not JSON`);
+        for (const key of Object.keys(v)) {
+          if (!key.isWellFormed()) refuse(`params.${name} holds a lone surrogate`);
+          walk(v[key], depth + 1);
+        }
+        return;
+    }
+    refuse(`params.${name} holds a value that is not JSON`);
+  };
+  walk(args, 0);
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+function digest(method: string, target: string, args: Uint8Array): Uint8Array {
+  const h = createHash("sha256").update(label);
+  for (const part of [new TextEncoder().encode(method), new TextEncoder().encode(target), args]) {
+    const n = new Uint8Array(4);
+    new DataView(n.buffer).setUint32(0, part.length);
+    h.update(n).update(part);
+  }
+  return new Uint8Array(h.digest());
+}
+
+/** Bounds attacker-controlled text quoted in an error. */
+export function truncate(s: string): string {
+  return s.length > 64 ? s.slice(0, 64) + "..." : s;
+}

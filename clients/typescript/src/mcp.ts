@@ -1,0 +1,178 @@
+// A requestState codec for the official MCP TypeScript SDK
+// (@modelcontextprotocol/server): states sealed and opened by the sealer,
+// bound to the principal and to the originating request as the Go client
+// binds them (the method, the tool or prompt name and its arguments, or the
+// resource uri), with a TTL and optionally opening once.
+//
+//	const states = sealedRequestState<Progress>({ sealer, principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS });
+//	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }));
+//	serve(states.fetch(mcp.fetch));   // binds each request to what it asks
+//
+// The SDK's verify hook and mint get the handler's context, which carries
+// the method but not the tool name nor the arguments; states.fetch reads
+// each JSON-RPC request once (bounded) and hands it to the SDK already
+// parsed, so that the codec binds to exactly what the handler receives.
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
+import type { SealerClient } from "./client.js";
+import { salientParams } from "./digest.js";
+import { Reason } from "./gen/sealer/v1/sealer_pb.js";
+import { SealerError } from "./errors.js";
+
+/** The explicit principal of unauthenticated callers: every such caller shares it. */
+export const ANONYMOUS = "anonymous";
+
+/** The largest request body states.fetch reads: 4 MiB, the SDK's own default. */
+export const MAX_REQUEST_BODY = 4 << 20;
+
+export interface SealedRequestStateOptions {
+  /** The sealer (grpcClient or restClient). */
+  sealer: SealerClient;
+  /**
+   * Who the request comes from, from the handler's context: the
+   * authenticated identity (ctx.http?.authInfo, set by your auth
+   * middleware), or ANONYMOUS. Never the empty string.
+   */
+  principal: (ctx: ServerContext) => string;
+  /** The life of each state in seconds; unset means the sealer's default. */
+  ttlSeconds?: number;
+  /** Whether states open at most once, unless mint says otherwise (default false). */
+  oneTime?: boolean;
+  /**
+   * Calls that fail for a transient reason (LEDGER_UNAVAILABLE,
+   * KEYS_UNAVAILABLE, RESOURCE_EXHAUSTED, the sealer unreachable or late)
+   * are tried this many times in all, with a doubling backoff from
+   * backoffMs, before the failure surfaces (default 3 attempts, 50 ms). An
+   * open that failed so has not consumed a one-time state.
+   */
+  retry?: { attempts?: number; backoffMs?: number };
+  /** The deadline of each call to the sealer (default: the client's). */
+  timeoutMs?: number;
+}
+
+/** Per mint: overrides of the codec's options. */
+export interface MintOptions {
+  oneTime?: boolean;
+  ttlSeconds?: number;
+}
+
+/** A RequestStateCodec<T> whose states the sealer seals, plus the fetch wrapper that gives it the request. */
+export interface SealedRequestState<T> extends RequestStateCodec<T> {
+  /** Seals payload (as JSON) for the request being handled; ctx is required. */
+  mint(payload: T, ctx?: ServerContext, opts?: MintOptions): Promise<string>;
+  /** Opens state for the request being handled and returns its payload; throws when refused. Drop in as ServerOptions.requestState.verify. */
+  verify(state: string, ctx: ServerContext): Promise<T>;
+  /** Wraps a web-standard MCP handler (createMcpHandler(...).fetch) so that the codec sees each request's method and params. */
+  fetch<O extends { parsedBody?: unknown }>(
+    handler: (request: Request, options?: O) => Promise<Response>,
+  ): (request: Request, options?: O) => Promise<Response>;
+}
+
+type Captured = { body: unknown };
+const current = new AsyncLocalStorage<Captured>();
+
+/** A requestState codec for @modelcontextprotocol/server backed by the sealer. */
+export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions): SealedRequestState<T> {
+  const attempts = Math.max(1, opts.retry?.attempts ?? 3);
+  const backoff = opts.retry?.backoffMs ?? 50;
+  const call = opts.timeoutMs === undefined ? undefined : { timeoutMs: opts.timeoutMs };
+  const retrying = async <R>(f: () => Promise<R>): Promise<R> => {
+    for (let i = 1; ; i++) {
+      try {
+        return await f();
+      } catch (err) {
+        if (!(err instanceof SealerError) || !err.retryable || i >= attempts) throw err;
+        await new Promise((r) => setTimeout(r, backoff * 2 ** (i - 1)));
+      }
+    }
+  };
+  const who = (ctx: ServerContext): string => {
+    const p = opts.principal(ctx);
+    if (typeof p !== "string" || p === "") throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: the principal function returned no principal");
+    return p;
+  };
+  return {
+    async mint(payload: T, ctx?: ServerContext, mo?: MintOptions): Promise<string> {
+      if (!ctx) throw new TypeError("sealedRequestState.mint needs the handler's context");
+      const request = requestOf(ctx);
+      const principal = who(ctx);
+      const ttl = mo?.ttlSeconds ?? opts.ttlSeconds;
+      const sealed = await retrying(() =>
+        opts.sealer.seal(
+          {
+            principal,
+            request,
+            payload: new TextEncoder().encode(JSON.stringify(payload ?? null)),
+            ...(ttl !== undefined && { ttlMs: Math.round(ttl * 1000) }),
+            oneTime: mo?.oneTime ?? opts.oneTime ?? false,
+          },
+          call,
+        ),
+      );
+      return sealed.requestState;
+    },
+    async verify(state: string, ctx: ServerContext): Promise<T> {
+      const request = requestOf(ctx);
+      const opened = await retrying(() => opts.sealer.open({ requestState: state, principal: who(ctx), request }, call));
+      try {
+        return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(opened.payload)) as T;
+      } catch {
+        throw new SealerError(Reason.UNSPECIFIED, "sealer: the payload is not JSON (sealed by something else than this codec)");
+      }
+    },
+    fetch(handler) {
+      return async (request, options) => {
+        if (request.method !== "POST") return handler(request, options);
+        const text = await readBody(request);
+        if (text === undefined) {
+          return new Response(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "request body too large" } }), {
+            status: 413,
+            headers: { "content-type": "application/json" },
+          });
+        }
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          // Not JSON: the SDK answers it, from the same bytes.
+          return handler(new Request(request.url, { method: "POST", headers: request.headers, body: text, signal: request.signal }), options);
+        }
+        return current.run({ body }, () => handler(request, { ...options, parsedBody: body } as NonNullable<typeof options>));
+      };
+    },
+  };
+}
+
+/** The binding of the request ctx belongs to: its method and its params exactly as received. */
+function requestOf(ctx: ServerContext): { method: string; params: Record<string, unknown> } {
+  const body = current.getStore()?.body;
+  const { id, method } = ctx.mcpReq;
+  if (salientParams(method) === undefined) {
+    throw new SealerError(Reason.INVALID_ARGUMENT, `sealer: a ${method.slice(0, 64)} request cannot carry a requestState`);
+  }
+  for (const m of Array.isArray(body) ? body : [body]) {
+    if (typeof m === "object" && m !== null && (m as { id?: unknown }).id === id && (m as { method?: unknown }).method === method) {
+      const params = (m as { params?: unknown }).params;
+      if (typeof params !== "object" || params === null || Array.isArray(params)) break;
+      return { method, params: params as Record<string, unknown> };
+    }
+  }
+  throw new SealerError(
+    Reason.INVALID_ARGUMENT,
+    "sealer: the request being handled is unknown to the codec: serve the MCP handler through states.fetch(handler)",
+  );
+}
+
+/** The body as text, or undefined when it is larger than MAX_REQUEST_BODY. */
+async function readBody(request: Request): Promise<string | undefined> {
+  if (Number(request.headers.get("content-length") ?? "0") > MAX_REQUEST_BODY) return undefined;
+  if (!request.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.length;
+    if (size > MAX_REQUEST_BODY) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}

@@ -1,0 +1,125 @@
+// The sealer over REST (the grpc-gateway mapping, POST /v1/seal and
+// /v1/open with the proto's JSON), with fetch. With TLS options it uses
+// undici's fetch and an Agent carrying the CA and the client certificate.
+import { create, fromJson, toJson } from "@bufbuild/protobuf";
+import type { JsonValue } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Agent, fetch as undiciFetch } from "undici";
+import {
+  OpenRequestSchema,
+  OpenResponseSchema,
+  Reason,
+  SealRequestSchema,
+  SealResponseSchema,
+} from "./gen/sealer/v1/sealer_pb.js";
+import { bindingProto, deadline, defaultTimeoutMs, durationOf, tokenOf } from "./client.js";
+import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
+import { parseReason, SealerError } from "./errors.js";
+
+/** The largest reply read from the sealer: a 64 KiB payload in base64 and its JSON around it fit many times. */
+const maxReply = 1 << 20;
+
+/** A client of the sealer's REST API at opts.url (http://host:port, or https:// for TLS). */
+export function restClient(opts: ClientOptions): SealerClient {
+  const base = new URL(opts.url);
+  const agent = opts.tls ? new Agent({ connect: { ...opts.tls } }) : undefined;
+  const post = async (path: string, body: JsonValue, o?: CallOptions): Promise<unknown> => {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    const token = await tokenOf(opts.token);
+    if (token) headers.authorization = `Bearer ${token}`;
+    const init = { method: "POST", headers, body: JSON.stringify(body), signal: deadline(o, opts.timeoutMs ?? defaultTimeoutMs) };
+    let res: Response;
+    try {
+      res = agent
+        ? ((await undiciFetch(new URL(path, base), { ...init, dispatcher: agent })) as unknown as Response)
+        : await fetch(new URL(path, base), init);
+    } catch (err) {
+      const what = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError") ? "deadline exceeded or cancelled" : "unreachable";
+      throw new SealerError(Reason.UNSPECIFIED, `sealer: ${what}`, undefined, { cause: err });
+    }
+    const json = await readJson(res);
+    if (res.ok) return json;
+    throw fromRest(res.status, json);
+  };
+  return {
+    async seal(r: SealRequest, o?: CallOptions): Promise<Sealed> {
+      const req = create(SealRequestSchema, {
+        principal: r.principal,
+        request: bindingProto(r.request),
+        payload: r.payload ?? new Uint8Array(0),
+        ttl: durationOf(r.ttlMs),
+        oneTime: r.oneTime ?? false,
+      });
+      const json = await post("/v1/seal", toJson(SealRequestSchema, req), o);
+      const msg = parse(() => fromJson(SealResponseSchema, json as JsonValue, { ignoreUnknownFields: true }));
+      return { requestState: msg.requestState, expiresAt: msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0) };
+    },
+    async open(r: OpenRequest, o?: CallOptions): Promise<Opened> {
+      const req = create(OpenRequestSchema, {
+        requestState: r.requestState,
+        principal: r.principal,
+        request: bindingProto(r.request),
+      });
+      const json = await post("/v1/open", toJson(OpenRequestSchema, req), o);
+      const msg = parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true }));
+      return {
+        payload: msg.payload,
+        issuedAt: msg.issuedAt ? timestampDate(msg.issuedAt) : new Date(0),
+        expiresAt: msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0),
+      };
+    },
+    async close() {
+      await agent?.close();
+    },
+  };
+}
+
+function parse<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    throw new SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", undefined, { cause: err });
+  }
+}
+
+/** Reads a JSON body of at most maxReply bytes; anything else is not the sealer's reply. */
+async function readJson(res: Response): Promise<unknown> {
+  const declared = Number(res.headers.get("content-length") ?? "0");
+  if (declared > maxReply) {
+    await res.body?.cancel();
+    throw new SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  if (res.body) {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      size += chunk.length;
+      if (size > maxReply) throw new SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status);
+      chunks.push(chunk);
+    }
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    throw new SealerError(Reason.UNSPECIFIED, `sealer: HTTP ${res.status} without a JSON body`, res.status);
+  }
+}
+
+/** Maps a gateway error body ({code, message, details: [ErrorInfo...]}) to a SealerError. */
+export function fromRest(status: number, body: unknown): SealerError {
+  let reason = Reason.UNSPECIFIED;
+  let message = `HTTP ${status}`;
+  if (typeof body === "object" && body !== null) {
+    const b = body as { message?: unknown; details?: unknown };
+    if (typeof b.message === "string" && b.message !== "") message = b.message.slice(0, 512);
+    if (Array.isArray(b.details)) {
+      for (const d of b.details) {
+        if (typeof d === "object" && d !== null && (d as Record<string, unknown>)["@type"] === "type.googleapis.com/google.rpc.ErrorInfo") {
+          reason = parseReason((d as Record<string, unknown>).reason);
+          break;
+        }
+      }
+    }
+  }
+  return new SealerError(reason, message.startsWith("sealer") ? message : `sealer: ${message}`, status);
+}

@@ -1,0 +1,138 @@
+// The codec and the error mapping, with fake sealers for the error paths
+// (the real sealer drives them in integration/ and e2e/typescript_test.go).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { ConnectError, Code } from "@connectrpc/connect";
+import { checkParamName, fromConnect, fromRest, parseReason, requestDigest, Reason, SealerError } from "../dist/index.js";
+import { ANONYMOUS, sealedRequestState } from "../dist/mcp.js";
+
+const ctx = (id, method = "tools/call", clientId) => ({ mcpReq: { id, method }, ...(clientId && { http: { authInfo: { clientId } } }) });
+const params = { name: "get_weather", arguments: { location: "Paris" }, requestState: "s", _meta: { a: 1 } };
+
+// fake records the calls and answers them with answers, in turn (an Error is thrown).
+function fake(...answers) {
+  const calls = [];
+  const next = async (kind, req) => {
+    calls.push({ kind, req });
+    const a = answers.length > 1 ? answers.shift() : answers[0];
+    if (a instanceof Error) throw a;
+    return a;
+  };
+  return { calls, seal: (r) => next("seal", r), open: (r) => next("open", r), close: async () => {} };
+}
+
+// inRequest runs f inside states.fetch as the SDK would run a handler for a JSON-RPC request.
+async function inRequest(states, message, f) {
+  let result;
+  const handler = states.fetch(async (_req, opts) => {
+    assert.deepEqual(opts.parsedBody, message, "the SDK gets the body already parsed");
+    result = await f();
+    return new Response("{}");
+  });
+  await handler(new Request("http://x/mcp", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(message) }));
+  return result;
+}
+
+test("mint and verify bind the principal and the request as received", async () => {
+  const sealer = fake({ requestState: "st", expiresAt: new Date() }, { payload: new TextEncoder().encode('{"round":1}') });
+  const states = sealedRequestState({ sealer, principal: (c) => c.http?.authInfo?.clientId ?? ANONYMOUS, ttlSeconds: 30 });
+  const msg = { jsonrpc: "2.0", id: 7, method: "tools/call", params };
+  assert.equal(await inRequest(states, msg, () => states.mint({ round: 1 }, ctx(7, "tools/call", "alice"), { oneTime: true })), "st");
+  assert.deepEqual(await inRequest(states, msg, () => states.verify("st", ctx(7))), { round: 1 });
+  const [seal, open] = sealer.calls;
+  assert.equal(seal.req.principal, "alice");
+  assert.equal(seal.req.ttlMs, 30_000);
+  assert.equal(seal.req.oneTime, true);
+  assert.deepEqual(seal.req.request, { method: "tools/call", params });
+  assert.equal(open.req.principal, ANONYMOUS);
+  assert.deepEqual(requestDigest(open.req.request.method, open.req.request.params), requestDigest("tools/call", { name: "get_weather", arguments: { location: "Paris" } }));
+});
+
+test("verify refuses a request the codec did not see, without calling the sealer", async () => {
+  const sealer = fake(new Error("must not be called"));
+  const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
+  await assert.rejects(states.verify("st", ctx(1)), (e) => e instanceof SealerError && /states.fetch/.test(e.message));
+  const other = { jsonrpc: "2.0", id: 2, method: "tools/call", params };
+  await assert.rejects(inRequest(states, other, () => states.verify("st", ctx(1))), SealerError);
+  await assert.rejects(inRequest(states, { ...other, id: 1, method: "tools/list" }, () => states.verify("st", ctx(1, "tools/list"))), SealerError);
+  assert.equal(sealer.calls.length, 0);
+});
+
+test("verify tries transient failures again, and refusals never", async () => {
+  const ledger = new SealerError(Reason.LEDGER_UNAVAILABLE, "sealer: ledger unavailable");
+  const msg = { jsonrpc: "2.0", id: 1, method: "tools/call", params };
+  const ok = { payload: new TextEncoder().encode("1") };
+
+  let sealer = fake(ledger, ledger, ok);
+  let states = sealedRequestState({ sealer, principal: () => "p", retry: { backoffMs: 1 } });
+  assert.equal(await inRequest(states, msg, () => states.verify("st", ctx(1))), 1);
+  assert.equal(sealer.calls.length, 3);
+
+  sealer = fake(ledger);
+  states = sealedRequestState({ sealer, principal: () => "p", retry: { attempts: 4, backoffMs: 1 } });
+  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), (e) => e.retryable && e.reasonName === "LEDGER_UNAVAILABLE");
+  assert.equal(sealer.calls.length, 4);
+
+  sealer = fake(new SealerError(Reason.EXPIRED, "sealer: state expired"));
+  states = sealedRequestState({ sealer, principal: () => "p", retry: { backoffMs: 1 } });
+  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), (e) => e.rejected && !e.retryable);
+  assert.equal(sealer.calls.length, 1);
+});
+
+test("no principal and a payload that is not JSON are refused", async () => {
+  const msg = { jsonrpc: "2.0", id: 1, method: "tools/call", params };
+  let states = sealedRequestState({ sealer: fake({ payload: new Uint8Array() }), principal: () => "" });
+  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), /no principal/);
+  states = sealedRequestState({ sealer: fake({ payload: new Uint8Array([0xff]) }), principal: () => "p" });
+  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), /not JSON/);
+});
+
+test("states.fetch refuses a body over 4 MiB before parsing it, and passes what is not JSON on", async () => {
+  const states = sealedRequestState({ sealer: fake({}), principal: () => "p" });
+  let seen = 0;
+  const h = states.fetch(async (req) => (seen++, new Response(await req.text())));
+  const big = await h(new Request("http://x/mcp", { method: "POST", body: "x".repeat((4 << 20) + 1) }));
+  assert.equal(big.status, 413);
+  const bad = await h(new Request("http://x/mcp", { method: "POST", body: "{not json" }));
+  assert.equal(await bad.text(), "{not json");
+  assert.equal(seen, 1);
+});
+
+test("reasons are read from names only", () => {
+  assert.equal(parseReason("EXPIRED"), Reason.EXPIRED);
+  for (const s of ["REASON_EXPIRED", "UNSPECIFIED", "toString", "__proto__", "", 5, null]) assert.equal(parseReason(s), Reason.UNSPECIFIED, String(s));
+});
+
+test("a gateway error body maps to its reason", () => {
+  const e = fromRest(409, { code: 6, message: "sealer: ledger: state already consumed", details: [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "ALREADY_CONSUMED", domain: "sealer.mcp" }] });
+  assert.ok(e.rejected && e.reasonName === "ALREADY_CONSUMED" && e.code === 409);
+  const plain = fromRest(502, "<html>bad gateway</html>");
+  assert.ok(plain.reason === Reason.UNSPECIFIED && plain.retryable);
+});
+
+test("a gRPC status maps to the reason of its ErrorInfo", () => {
+  // google.rpc.ErrorInfo{reason: "KEYS_UNAVAILABLE", domain: "sealer.mcp"}
+  const info = Uint8Array.from([0x0a, 16, ...Buffer.from("KEYS_UNAVAILABLE"), 0x12, 10, ...Buffer.from("sealer.mcp")]);
+  const e = fromConnect(new ConnectError("sealer: no keys loaded yet", Code.Unavailable, undefined, [{ type: "google.rpc.ErrorInfo", value: info }]));
+  assert.ok(e.reasonName === "KEYS_UNAVAILABLE" && e.retryable && !e.rejected && e.code === Code.Unavailable);
+  const garbled = fromConnect(new ConnectError("x", Code.Internal, undefined, [{ type: "google.rpc.ErrorInfo", value: Uint8Array.from([0x0a, 200]) }]));
+  assert.equal(garbled.reason, Reason.UNSPECIFIED);
+});
+
+test("member names that differ from a salient one only in case are refused", () => {
+  for (const [method, name] of [["tools/call", "NAME"], ["tools/call", "Arguments"], ["tools/call", "argumentſ"], ["prompts/get", "nAmE"], ["resources/read", "URI"], ["resources/read", "urı"], ["resources/read", "URİ"], ["tools/call", "\u212Aarguments".slice(1)]]) {
+    if (name === "arguments") continue;
+    assert.throws(() => checkParamName(method, name), SealerError, `${method} ${name}`);
+  }
+  for (const [method, name] of [["tools/call", "name"], ["tools/call", "names"], ["resources/read", "name"], ["tools/call", "_meta"], ["tools/call", "nàme"]]) {
+    assert.doesNotThrow(() => checkParamName(method, name), `${method} ${name}`);
+  }
+  assert.throws(() => checkParamName("tools/list", "name"), SealerError);
+});
+
+test("arguments JSON cannot hold are refused", () => {
+  for (const args of [{ a: undefined }, { a: () => 1 }, { a: 1n }, { a: NaN }, { a: new Date(0) }, { a: "\ud800" }, [1]]) {
+    assert.throws(() => requestDigest("tools/call", { name: "t", arguments: args }), SealerError);
+  }
+  assert.equal(Buffer.from(requestDigest("tools/call", { name: "t", arguments: { a: -0 } })).toString("hex"), Buffer.from(requestDigest("tools/call", { name: "t", arguments: { a: 0 } })).toString("hex"));
+});

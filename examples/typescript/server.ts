@@ -1,0 +1,274 @@
+// An MCP server on @modelcontextprotocol/server (Streamable HTTP, stateless:
+// the 2026-07-28 wire) whose every requestState is sealed and opened by a
+// running sealer, through the codec of @mcp-sealer/client/mcp. It implements
+// the tools and the prompt of the MCP conformance suite's
+// input-required-result scenarios, and two of its own, as the Go example
+// (examples/mcpserver) does:
+//
+//	get_weather      two rounds; the state is bound to the location argument
+//	approve_payment  a one-time state: the retry works once
+//
+// The principal is the caller's bearer token (hashed), or "anonymous": this
+// example trusts any token, where a real server verifies it first.
+//
+//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300]
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import { parseArgs } from "node:util";
+import {
+  acceptedContent,
+  CLIENT_CAPABILITIES_META_KEY,
+  createMcpHandler,
+  inputRequired,
+  inputResponse,
+  McpServer,
+} from "@modelcontextprotocol/server";
+import type { AuthInfo, InputRequests, ServerContext } from "@modelcontextprotocol/server";
+import { grpcClient, restClient } from "@mcp-sealer/client";
+import { ANONYMOUS, sealedRequestState } from "@mcp-sealer/client/mcp";
+import { z } from "zod";
+
+const { values: flags } = parseArgs({
+  options: {
+    addr: { type: "string", default: "127.0.0.1:3001" },
+    sealer: { type: "string", default: "http://127.0.0.1:7443" },
+    rest: { type: "boolean", default: false },
+    "state-ttl": { type: "string", default: "300" },
+  },
+});
+
+// What the states of this server carry.
+type Progress = { tool: string; round?: number; name?: string };
+
+// The three lines a server author writes: a sealer client, the codec, and
+// the codec's hook in the server options (plus states.fetch around the
+// handler, below).
+const sealer = (flags.rest ? restClient : grpcClient)({ url: flags.sealer! });
+const states = sealedRequestState<Progress>({
+  sealer,
+  principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS,
+  ttlSeconds: Number(flags["state-ttl"]),
+});
+
+const p = "test_input_required_result_";
+const text = (s: string) => ({ content: [{ type: "text" as const, text: s }] });
+const elicit = (message: string, ...fields: string[]) =>
+  inputRequired.elicit({
+    message,
+    requestedSchema: {
+      type: "object",
+      properties: Object.fromEntries(fields.map((f) => [f, { type: "string" as const }])),
+      required: fields,
+    },
+  });
+const confirm = () =>
+  inputRequired.elicit({
+    message: "Please confirm",
+    requestedSchema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] },
+  });
+const str = (v: unknown) => (typeof v === "string" ? v : "");
+// The verified payload: the hook has opened the state before the handler runs.
+const stateOf = (ctx: ServerContext) => ctx.mcpReq.requestState<Progress>();
+
+function newServer(): McpServer {
+  const s = new McpServer(
+    { name: "sealer-example-mcp-server-ts", version: "1.0.0" },
+    { requestState: { verify: states.verify } },
+  );
+  // A refused state never reaches a handler: the SDK answers -32602 and
+  // tells onerror why (the reason, never the state or the principal).
+  s.server.onerror = (err) => console.error("mcp:", err.message);
+
+  s.registerTool(p + "elicitation", { description: "asks for the caller's name (no state)" }, async (ctx) => {
+    const name = str(acceptedContent(ctx.mcpReq.inputResponses, "user_name")?.name);
+    if (name) return text(`Hello, ${name}!`);
+    return inputRequired({ inputRequests: { user_name: elicit("What is your name?", "name") } });
+  });
+
+  s.registerTool(p + "sampling", { description: "asks for an LLM completion (no state)" }, async (ctx) => {
+    if (inputResponse(ctx.mcpReq.inputResponses, "capital_question").kind === "sampling") return text("Sampling response received");
+    return inputRequired({
+      inputRequests: {
+        capital_question: inputRequired.createMessage({
+          messages: [{ role: "user", content: { type: "text", text: "What is the capital of France?" } }],
+          maxTokens: 100,
+        }),
+      },
+    });
+  });
+
+  s.registerTool(p + "list_roots", { description: "asks for the client's roots (no state)" }, async (ctx) => {
+    const r = inputResponse(ctx.mcpReq.inputResponses, "client_roots");
+    if (r.kind === "roots") return text(`Client exposed ${r.roots.length} root(s)`);
+    return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
+  });
+
+  // request_state and tampered_state: a confirmation with a sealed state; a
+  // retry whose state does not open never reaches the handler (-32602).
+  const requestState = async (ctx: ServerContext) => {
+    if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "confirm")) {
+      return text("state-ok: requestState opened and confirmation accepted");
+    }
+    return inputRequired({ inputRequests: { confirm: confirm() }, requestState: await states.mint({ tool: "request_state" }, ctx) });
+  };
+  s.registerTool(p + "request_state", { description: "asks for a confirmation with a sealed state" }, requestState);
+  s.registerTool(p + "tampered_state", { description: "rejects a state that does not open" }, requestState);
+
+  s.registerTool(p + "multiple_inputs", { description: "asks for three inputs at once with a sealed state" }, async (ctx) => {
+    const r = ctx.mcpReq.inputResponses;
+    const name = str(acceptedContent(r, "user_name")?.name);
+    const roots = inputResponse(r, "client_roots");
+    if (stateOf(ctx) && name && inputResponse(r, "greeting").kind === "sampling" && roots.kind === "roots") {
+      return text(`Hello ${name}, ${roots.roots.length} root(s) visible`);
+    }
+    return inputRequired({
+      inputRequests: {
+        user_name: elicit("What is your name?", "name"),
+        greeting: inputRequired.createMessage({
+          messages: [{ role: "user", content: { type: "text", text: "Generate a greeting" } }],
+          maxTokens: 50,
+        }),
+        client_roots: inputRequired.listRoots(),
+      },
+      requestState: await states.mint({ tool: "multiple_inputs" }, ctx),
+    });
+  });
+
+  // multi_round keeps its progress in the sealed state only.
+  s.registerTool(p + "multi_round", { description: "two rounds, a new sealed state in each" }, async (ctx) => {
+    const st = stateOf(ctx);
+    if (!st) {
+      return inputRequired({
+        inputRequests: { step1: elicit("Step 1: What is your name?", "name") },
+        requestState: await states.mint({ tool: "multi_round", round: 1 }, ctx),
+      });
+    }
+    if (st.round === 1) {
+      const name = str(acceptedContent(ctx.mcpReq.inputResponses, "step1")?.name);
+      return inputRequired({
+        inputRequests: { step2: elicit("Step 2: What is your favorite color?", "color") },
+        requestState: await states.mint({ tool: "multi_round", round: 2, name }, ctx),
+      });
+    }
+    const color = str(acceptedContent(ctx.mcpReq.inputResponses, "step2")?.color);
+    return text(`Multi-round complete: ${st.name} likes ${color}`);
+  });
+
+  s.registerTool(p + "capabilities", { description: "asks only for what the client can answer" }, async (ctx) => {
+    if (Object.keys(ctx.mcpReq.inputResponses ?? {}).length > 0) return text("Capability-aware input requests fulfilled");
+    const caps = (ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? {}) as Record<string, unknown>;
+    const reqs: InputRequests = {};
+    if (caps.elicitation) reqs.user_name = elicit("What is your name?", "name");
+    if (caps.sampling) {
+      reqs.greeting = inputRequired.createMessage({
+        messages: [{ role: "user", content: { type: "text", text: "Generate a short greeting" } }],
+        maxTokens: 50,
+      });
+    }
+    if (caps.roots) reqs.client_roots = inputRequired.listRoots();
+    if (Object.keys(reqs).length === 0) return text("No declared client capability supports an in-band input request");
+    return inputRequired({ inputRequests: reqs });
+  });
+
+  s.registerPrompt(p + "prompt", { description: "asks for context with a sealed state" }, async (ctx) => {
+    const c = acceptedContent(ctx.mcpReq.inputResponses, "user_context");
+    if (stateOf(ctx) && c) {
+      return {
+        description: "A prompt with elicited context",
+        messages: [{ role: "user", content: { type: "text", text: "Context: " + str(c.context) } }],
+      };
+    }
+    return inputRequired({
+      inputRequests: { user_context: elicit("Please provide context for the prompt", "context") },
+      requestState: await states.mint({ tool: "prompt" }, ctx),
+    });
+  });
+
+  s.registerTool(
+    "get_weather",
+    { description: "asks for units; the state is bound to the location", inputSchema: z.object({ location: z.string() }) },
+    async ({ location }, ctx) => {
+      const units = str(acceptedContent(ctx.mcpReq.inputResponses, "units")?.units);
+      if (stateOf(ctx) && units) return text(`Weather in ${location}: 21 degrees ${units.toUpperCase()}`);
+      return inputRequired({
+        inputRequests: { units: elicit("Celsius or Fahrenheit?", "units") },
+        requestState: await states.mint({ tool: "get_weather" }, ctx),
+      });
+    },
+  );
+
+  s.registerTool(
+    "approve_payment",
+    { description: "asks for approval; the state opens once", inputSchema: z.object({ amount: z.number() }) },
+    async ({ amount }, ctx) => {
+      if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "approve")) return text(`Paid ${amount.toFixed(2)}`);
+      return inputRequired({
+        inputRequests: { approve: confirm() },
+        requestState: await states.mint({ tool: "approve_payment" }, ctx, { oneTime: true }),
+      });
+    },
+  );
+  return s;
+}
+
+const mcp = createMcpHandler(newServer, { legacy: "reject", onerror: (err) => console.error("mcp:", err.message) });
+const handle = states.fetch(mcp.fetch);
+
+// authInfo: the bearer token, hashed into the client id the principal uses.
+function authOf(req: IncomingMessage): AuthInfo | undefined {
+  const m = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "");
+  if (!m) return undefined;
+  const id = createHash("sha256").update(m[1]!).digest("hex").slice(0, 32);
+  return { token: m[1]!, clientId: `bearer:${id}`, scopes: [] };
+}
+
+// The Node adapter: node:http to the web-standard handler and back.
+async function serve(req: IncomingMessage, res: ServerResponse) {
+  if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp") {
+    res.writeHead(404).end();
+    return;
+  }
+  const abort = new AbortController();
+  res.on("close", () => abort.abort());
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+  }
+  const hasBody = req.method !== "GET" && req.method !== "HEAD";
+  const request = new Request(`http://${req.headers.host ?? "localhost"}${req.url}`, {
+    method: req.method,
+    headers,
+    signal: abort.signal,
+    ...(hasBody && { body: Readable.toWeb(req) as ReadableStream, duplex: "half" }),
+  } as RequestInit);
+  const auth = authOf(req);
+  const response = await handle(request, auth ? { authInfo: auth } : {});
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  Readable.fromWeb(response.body as import("node:stream/web").ReadableStream).pipe(res);
+}
+
+const [host, port] = [flags.addr!.slice(0, flags.addr!.lastIndexOf(":")), Number(flags.addr!.slice(flags.addr!.lastIndexOf(":") + 1))];
+const server = createServer((req, res) => {
+  serve(req, res).catch((err) => {
+    console.error("mcp: serving failed:", err instanceof Error ? err.message : err);
+    if (!res.headersSent) res.writeHead(500);
+    res.end();
+  });
+});
+server.listen(port, host, () => {
+  const a = server.address();
+  const where = typeof a === "object" && a ? `${a.address}:${a.port}` : flags.addr;
+  console.error(`mcpserver-ts listening on http://${where}/mcp, sealer at ${flags.sealer}${flags.rest ? " (REST)" : " (gRPC)"}`);
+});
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.on(sig, () => {
+    server.close();
+    void mcp.close().then(() => sealer.close()).finally(() => process.exit(0));
+  });
+}
