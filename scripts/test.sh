@@ -29,7 +29,7 @@ go tool -modfile=tools/go.mod buf lint
 
 step "gen/ matches proto/ (buf generate, then diff)"
 go tool -modfile=tools/go.mod buf generate
-if [ -d .git ] && [ -n "$(git status --porcelain -- gen)" ]; then
+if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
   git status --porcelain -- gen
   git diff --stat -- gen
   echo "gen/ is stale: run 'go tool -modfile=tools/go.mod buf generate' and commit the result" >&2
@@ -44,7 +44,7 @@ echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
 step "release artifacts: the binary's version and its SBOM (CycloneDX)"
 artifacts=$(mktemp -d)
 buildvcs=false
-[ -d .git ] && buildvcs=true
+git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
 CGO_ENABLED=0 go build -buildvcs=$buildvcs -trimpath -o "$artifacts/sealer" ./cmd/sealer
 "$artifacts/sealer" --version
 go tool -modfile=tools/go.mod cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
