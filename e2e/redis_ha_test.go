@@ -219,7 +219,10 @@ func TestRedisHA_FailoverDoubleOpens(t *testing.T) {
 }
 
 func doubleOpens(t *testing.T, url string, replicas int, cut func(), failover func() time.Duration) {
-	callers := grpcCallers(t, fleet(t, 3, url, "--ledger-timeout", "300ms", "--ledger-replicas", fmt.Sprint(replicas)))
+	// WAIT gets half the ledger timeout: 500ms, so that a replica's
+	// acknowledgement is not late on a loaded machine (at 150ms, 9 of 20
+	// healthy opens were once refused in CI).
+	callers := grpcCallers(t, fleet(t, 3, url, "--ledger-timeout", "1s", "--ledger-replicas", fmt.Sprint(replicas)))
 	var healthy, lagged []string
 	for range 20 {
 		healthy = append(healthy, mustSeal(t, callers[0], sealBody("alice", weatherParams, "x", `,"oneTime":true`)))
