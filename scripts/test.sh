@@ -59,3 +59,9 @@ go test -race -count=1 ./...
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
 (cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
+
+step "container image and Helm chart: podman (Debian), Helm (tools/helm, cached), Kubernetes v1.34.4 API schemas (k8s.io/kubernetes module)"
+ensure_podman
+ensure_helm
+ensure_kube_schemas
+(cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
