@@ -346,6 +346,14 @@ func checkDeployment(t *testing.T, name string, manifest []byte) {
 		if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/livez" {
 			t.Errorf("%s: probes readiness %q liveness %q", name, c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path)
 		}
+		// Every flag the chart passes is one the sealer knows.
+		help, _ := exec.Command(binary, "serve", "--help").CombinedOutput()
+		for _, a := range c.Args[1:] {
+			flag, _, _ := strings.Cut(a, "=")
+			if !strings.HasPrefix(flag, "--") || !strings.Contains(string(help), "\n  "+flag+" ") && !strings.Contains(string(help), "\n  "+flag+"\n") {
+				t.Errorf("%s: the Deployment passes %q, which `sealer serve --help` does not list", name, a)
+			}
+		}
 		delay, grace := flagSeconds(t, c.Args, "--shutdown-delay="), flagSeconds(t, c.Args, "--shutdown-grace=")
 		if ps.TerminationGracePeriodSeconds <= delay+grace {
 			t.Errorf("%s: terminationGracePeriodSeconds %d, not above shutdown delay %ds + grace %ds", name, ps.TerminationGracePeriodSeconds, delay, grace)
