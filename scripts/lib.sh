@@ -72,3 +72,49 @@ ensure_otelcol() {
 ensure_ts_naive_server() {
   npm ci --prefix e2e/testdata/ts-naive-server --no-audit --no-fund
 }
+
+# ensure_podman installs podman and runc (Debian packages) and exports
+# CONTAINERS_CONF: the project's podman settings (runc, cgroupfs, no default
+# ulimits), leaving the machine's own configuration untouched.
+ensure_podman() {
+  apt_install podman podman runc
+  apt_install runc runc
+  export CONTAINERS_CONF="$PWD/scripts/containers.conf"
+  podman --version
+}
+
+# ensure_helm builds Helm from Go modules (tools/helm) once into the cache
+# directory and exports its path as SEALER_TEST_HELM.
+ensure_helm() {
+  local sum cache_dir
+  sum=$(sha256sum tools/helm/go.sum tools/helm/go.mod | sha256sum | cut -c1-12)
+  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
+  export SEALER_TEST_HELM="$cache_dir/helm-v3.22.0-$sum"
+  if [ ! -x "$SEALER_TEST_HELM" ]; then
+    echo "building Helm once (about 2 to 7 minutes on 2 cores) into $cache_dir"
+    mkdir -p "$cache_dir"
+    (cd tools/helm && CGO_ENABLED=0 go build -trimpath \
+      -ldflags '-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0' \
+      -o "$SEALER_TEST_HELM.tmp" helm.sh/helm/v3/cmd/helm)
+    mv "$SEALER_TEST_HELM.tmp" "$SEALER_TEST_HELM"
+  fi
+  "$SEALER_TEST_HELM" version --short
+}
+
+# ensure_kube_schemas fetches the k8s.io/kubernetes module of the pinned
+# Kubernetes version through the Go module proxy (an 18 MB zip, checked
+# against its pinned hash) and exports its OpenAPI document as
+# SEALER_TEST_KUBE_OPENAPI and the version as SEALER_TEST_KUBE_VERSION.
+ensure_kube_schemas() {
+  local version=1.34.4 sum='h1:Yy6R4QB8C9kJPp25GFqEvX5XQwY5qzKeqD0Xx6oAcmk=' info dir
+  info=$(cd / && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$version")
+  if ! grep -qF "\"Sum\": \"$sum\"" <<<"$info"; then
+    echo "k8s.io/kubernetes@v$version does not have the pinned hash $sum:" >&2
+    echo "$info" >&2
+    return 1
+  fi
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  export SEALER_TEST_KUBE_OPENAPI="$dir/api/openapi-spec/swagger.json"
+  export SEALER_TEST_KUBE_VERSION=$version
+  echo "Kubernetes API schemas of v$version: $SEALER_TEST_KUBE_OPENAPI"
+}

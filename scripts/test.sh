@@ -89,3 +89,9 @@ step "MCP conformance: the 14 input-required-result scenarios against the exampl
 
 step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
+
+step "container image and Helm chart: podman (Debian), Helm (tools/helm, cached), Kubernetes v1.34.4 API schemas (k8s.io/kubernetes module)"
+ensure_podman
+ensure_helm
+ensure_kube_schemas
+(cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)

@@ -15,8 +15,26 @@ type Info struct {
 	Modified                     bool
 }
 
+// version and revision, when set at link time (go build -ldflags "-X
+// github.com/mcp-sealer/sealer/internal/version.version=v1.2.0 -X
+// github.com/mcp-sealer/sealer/internal/version.revision=<commit>"), win over
+// the build information: an image build may have no VCS directory to stamp
+// from (a git worktree, a source archive, a build context without .git).
+var version, revision string
+
 // Get returns the running binary's build information.
 func Get() Info {
+	info := get()
+	if version != "" {
+		info.Version = version
+	}
+	if revision != "" {
+		info.Revision = revision
+	}
+	return info
+}
+
+func get() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return Info{Version: "unknown", Revision: "unknown", GoVersion: "unknown"}
