@@ -16,8 +16,20 @@ import (
 const maxFileSize = 1 << 20
 
 // ErrFilePermissions means a key file is readable or writable by others
-// than its owner.
+// than its owner (and its group, when that is the process's own).
 var ErrFilePermissions = errors.New("keys: key file must not be accessible by group or others (chmod 600)")
+
+// private reports whether only the owner may read a file, or also its group
+// when that group is this process's own (a Kubernetes Secret mounted with
+// the pod's fsGroup is 0440 of that group); nobody else may read it, and
+// nobody but the owner may write it.
+func private(fi fs.FileInfo) bool {
+	perm := fi.Mode().Perm()
+	if perm&0o040 != 0 && !ownGroup(fi) {
+		return false
+	}
+	return perm&0o037 == 0
+}
 
 // File is a key source backed by a local JSON key file, the embedded
 // default. The file looks like this (keys base64, standard alphabet):
@@ -131,7 +143,7 @@ func readFileJSON(path string) (fileJSON, error) {
 	if err != nil {
 		return doc, fmt.Errorf("keys: %v", err)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	if !private(st) {
 		return doc, fmt.Errorf("%w: %s has mode %v", ErrFilePermissions, path, st.Mode().Perm())
 	}
 	if st.Size() > maxFileSize {

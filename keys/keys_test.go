@@ -175,6 +175,29 @@ func TestFile_AddVersion(t *testing.T) {
 	}
 }
 
+// TestFile_RefusesAFileReadableByAnotherGroup: group-read is accepted only
+// for the process's own group.
+func TestFile_RefusesAFileReadableByAnotherGroup(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := keys.GenerateFile(path, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, -1, os.Getgid()+4242); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("chown to another group (CI runs as root): %v", err)
+		}
+		t.Skipf("cannot give the file another group: %v", err)
+	}
+	os.Chmod(path, 0o640)
+	if _, err := (keys.File{Path: path}).Load(context.Background()); !errors.Is(err, keys.ErrFilePermissions) {
+		t.Fatalf("a key file readable by another group: %v, want ErrFilePermissions", err)
+	}
+	os.Chmod(path, 0o600)
+	if _, err := (keys.File{Path: path}).Load(context.Background()); err != nil {
+		t.Fatalf("the same file readable by its owner only: %v", err)
+	}
+}
+
 func TestFile_Load(t *testing.T) {
 	const k = `"q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="` // 32 bytes of 0xab
 	tests := []struct {
@@ -187,7 +210,8 @@ func TestFile_Load(t *testing.T) {
 		{"a version younger than the activation does not seal yet", `{"keys":[{"id":1,"key":` + k + `,"created":"2020-01-01T00:00:00Z"},{"id":2,"key":` + k + `,"created":"` + time.Now().UTC().Format(time.RFC3339) + `"}]}`, 0o600, 1, nil},
 		{"a version older than the activation seals", `{"keys":[{"id":1,"key":` + k + `,"created":"2020-01-01T00:00:00Z"},{"id":2,"key":` + k + `,"created":"` + time.Now().Add(-2*time.Minute).UTC().Format(time.RFC3339) + `"}]}`, 0o600, 2, nil},
 		{"explicit sealing", `{"sealing":1,"keys":[{"id":1,"key":` + k + `},{"id":3,"key":` + k + `}]}`, 0o400, 1, nil},
-		{"readable by group", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o640, 0, keys.ErrFilePermissions},
+		{"readable by its own group (a Secret mounted with the pod's fsGroup)", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o440, 1, nil},
+		{"writable by group", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o660, 0, keys.ErrFilePermissions},
 		{"readable by others", `{"keys":[{"id":1,"key":` + k + `}]}`, 0o604, 0, keys.ErrFilePermissions},
 		{"no keys", `{"keys":[]}`, 0o600, 0, keys.ErrNoKey},
 		{"short key", `{"keys":[{"id":1,"key":"q6ur"}]}`, 0o600, 0, keys.ErrBadKey},
