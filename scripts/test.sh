@@ -82,7 +82,13 @@ fi
 step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binaries, Vault and Redis)"
 go test -race -count=1 ./...
 (cd client/gosdk && go test -race -count=1 ./...)
-(cd e2e && go test -race -count=1 -skip 'TestConformance_MRTR' ./...)
+# The tests whose figures the README and the issues quote run verbosely in
+# the next step, so that their lines are in the CI log.
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy'
+(cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
+
+step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals"
+(cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
 (cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
