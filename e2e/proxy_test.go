@@ -363,13 +363,15 @@ func TestProxy_JSONBodyStateIsSealed(t *testing.T) {
 	}
 }
 
-// TestProxy_RequestStateInAnotherCaseNeverReachesUpstream: a member that Go's
-// encoding/json would read as requestState is refused, not passed by.
-func TestProxy_RequestStateInAnotherCaseNeverReachesUpstream(t *testing.T) {
+// TestProxy_RequestStateInAnotherSpellingNeverReachesUpstream: a member that
+// Go's encoding/json (another case) or the Python SDK's pydantic models
+// (snake_case, populate_by_name) would read as requestState is refused, not
+// passed by.
+func TestProxy_RequestStateInAnotherSpellingNeverReachesUpstream(t *testing.T) {
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
-	for _, name := range []string{"RequestState", "requeſtState", "REQUESTSTATE"} {
+	for _, name := range []string{"RequestState", "requeſtState", "REQUESTSTATE", "request_state", "request-state", "REQUEST_STATE"} {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},`+
 			`"name":"approve_payment","arguments":{"amount":1},%q:"{\"amount\":1000000}","inputResponses":{"approve":{"action":"accept","content":{"ok":true}}}}}`, name)
 		before := up.calls(t)

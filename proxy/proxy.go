@@ -392,6 +392,8 @@ func refusal(e *requestError) string {
 		return "envelope_case_variant"
 	case errStateParam:
 		return "state_param"
+	case errBindName:
+		return "binding_param_variant"
 	case errBindParams:
 		return "unbindable"
 	}
