@@ -20,6 +20,11 @@
 //   - Everything else passes through unchanged and unbuffered: other SSE
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
+//   - Only POST carries a body, which the proxy inspects. GET, DELETE and
+//     OPTIONS pass without one (a body on them is refused); any other HTTP
+//     method, another case of POST included, is answered 405 with an Allow
+//     header. Method override headers (X-HTTP-Method-Override,
+//     X-HTTP-Method, X-Method-Override, in any spelling) are removed.
 //
 // A state is sealed only in the response to the request that made it: a
 // result sent elsewhere (on a GET stream, or replayed on resumption) passes
@@ -28,8 +33,9 @@
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
 // named like a JSON-RPC member or like requestState, name, arguments or uri
-// in another case (decoders such as Go's encoding/json match names
-// regardless of case).
+// in another case or with '_' or '-' (decoders such as Go's encoding/json
+// match names regardless of case; pydantic models with camelCase aliases and
+// populate_by_name, as in the Python SDK, read request_state too).
 package proxy
 
 import (
@@ -44,7 +50,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -113,9 +121,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cfg.Principal != PrincipalHeader {
 		r.Header.Del(p.cfg.PrincipalHeaderName) // honoured only when configured
 	}
-	if r.Method != http.MethodPost {
+	dropMethodOverrides(r.Header)
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodDelete, http.MethodOptions:
+		// GET streams, DELETE, CORS preflights: as they are, without a body
+		// the proxy would not read.
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			p.refuse(w, nil, "body_without_post", http.StatusBadRequest, errBodyWithoutPost)
+			return
+		}
 		p.metrics.request("other", "passed")
-		p.rp.ServeHTTP(w, r) // GET streams, DELETE: as they are
+		p.rp.ServeHTTP(w, r)
+		return
+	default:
+		w.Header().Set("Allow", allowedMethods)
+		p.refuse(w, nil, "http_method", http.StatusMethodNotAllowed, errHTTPMethod)
 		return
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
@@ -158,6 +179,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.metrics.request(methodLabel(c.method), "forwarded")
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who})), body)
+}
+
+// allowedMethods are the HTTP methods of the Streamable HTTP transport, and
+// OPTIONS for browsers' CORS preflights. Any other (another case of POST, PUT,
+// PATCH) is refused: an upstream matching methods regardless of case would
+// read a body the proxy never inspected.
+const allowedMethods = "GET, POST, DELETE, OPTIONS"
+
+var (
+	errHTTPMethod      = &requestError{-32600, "invalid request: HTTP method not allowed (GET, POST, DELETE, OPTIONS)"}
+	errBodyWithoutPost = &requestError{-32600, "invalid request: a request body is accepted on POST only"}
+)
+
+// methodOverrides are the headers, spelled without separators and in lower
+// case, that some servers take as the request's method in place of its own.
+var methodOverrides = []string{"xhttpmethodoverride", "xhttpmethod", "xmethodoverride"}
+
+// dropMethodOverrides removes the method override headers in any spelling
+// (a CGI-style server reads X_HTTP_Method_Override as
+// X-HTTP-Method-Override): the upstream judges the method the proxy judged.
+func dropMethodOverrides(h http.Header) {
+	for name := range h {
+		if slices.Contains(methodOverrides, strings.ToLower(strings.Map(dropSeparator, name))) {
+			delete(h, name)
+		}
+	}
 }
 
 // forward sends body to the upstream in place of the request's own.

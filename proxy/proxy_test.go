@@ -206,3 +206,65 @@ func TestConfig_RefusesToStartWithoutAPrincipal(t *testing.T) {
 		t.Errorf("anonymous: %v", err)
 	}
 }
+
+func TestProxy_OnlyPOSTCarriesABody(t *testing.T) {
+	up := newUpstream(t, "application/json", `{}`)
+	h := newProxy(t, up, &fakeSealer{}, nil)
+	serve := func(method, body string, chunked bool) *http.Response {
+		req := httptest.NewRequest(method, "/mcp", strings.NewReader(body))
+		if chunked {
+			req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Result()
+	}
+	for _, m := range []string{"post", "Post", http.MethodPut, http.MethodPatch, http.MethodHead, "PROPFIND", "CONNECT"} {
+		before := up.calls
+		resp := serve(m, retryBody, false)
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, POST, DELETE, OPTIONS" || up.calls != before {
+			t.Errorf("%s with a body: got %d, Allow %q, %d upstream calls; want 405, the allowed methods, none", m, resp.StatusCode, resp.Header.Get("Allow"), up.calls-before)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodOptions} {
+		for _, chunked := range []bool{false, true} {
+			before := up.calls
+			if resp := serve(m, retryBody, chunked); resp.StatusCode != http.StatusBadRequest || up.calls != before {
+				t.Errorf("%s with a body (chunked %v): got %d, %d upstream calls; want 400, none", m, chunked, resp.StatusCode, up.calls-before)
+			}
+		}
+		before := up.calls
+		if resp := serve(m, "", false); resp.StatusCode != http.StatusOK || up.calls != before+1 {
+			t.Errorf("%s without a body: got %d, %d upstream calls; want it passed", m, resp.StatusCode, up.calls-before)
+		}
+	}
+}
+
+func TestProxy_MethodOverrideHeadersNeverReachUpstream(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	h := newProxy(t, up, &fakeSealer{}, nil)
+	overrides := []string{"X-HTTP-Method-Override", "X-Http-Method", "X-Method-Override", "X_HTTP_Method_Override", "x-method_override"}
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		req := httptest.NewRequest(method, "/mcp", nil)
+		if method == http.MethodPost {
+			req = httptest.NewRequest(method, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		}
+		for _, name := range overrides {
+			req.Header[name] = []string{"PUT"}
+		}
+		req.Header.Set("Mcp-Session-Id", "kept")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: got %d, want it passed", method, w.Code)
+		}
+		for name := range up.hdr {
+			if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); n == "x-http-method-override" || n == "x-http-method" || n == "x-method-override" {
+				t.Errorf("%s: the upstream got the override header %q", method, name)
+			}
+		}
+		if up.hdr.Get("Mcp-Session-Id") != "kept" {
+			t.Errorf("%s: the session header was lost", method)
+		}
+	}
+}
