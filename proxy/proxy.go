@@ -16,7 +16,11 @@
 //   - A result carrying a requestState, in a JSON body or in the SSE event
 //     that holds it: the state is sealed with the caller's principal and
 //     the originating request, and replaced. A state over the cap is an
-//     error, never truncated.
+//     error, never truncated. A response to one of the three methods that
+//     the proxy cannot read (a media type other than application/json or
+//     text/event-stream, a JSON body that is not one object, a compressed
+//     body) is replaced by a JSON-RPC error, HTTP 502 in place of a success,
+//     never passed unsealed. A leading byte order mark is removed.
 //   - Everything else passes through unchanged and unbuffered: other SSE
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
@@ -266,7 +270,10 @@ func (p *Proxy) response(resp *http.Response) error {
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mediaType != "application/json" && mediaType != "text/event-stream" {
-		return nil
+		if resp.ContentLength == 0 {
+			return nil // no body: no state
+		}
+		return p.replace(resp, x, errUpstreamMediaType)
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		return p.replace(resp, x, errUpstreamEncoded)
@@ -274,7 +281,13 @@ func (p *Proxy) response(resp *http.Response) error {
 	ctx := resp.Request.Context()
 	if mediaType == "text/event-stream" {
 		resp.Body = newEventReader(resp.Body, p.cfg.MaxResponseBytes,
-			func(data []byte) []byte { return p.sealMessage(ctx, x, data) },
+			func(data []byte) []byte {
+				msg, err := parseObject(data)
+				if err != nil {
+					return nil // not a message: no result, no state
+				}
+				return p.sealMessage(ctx, x, msg)
+			},
 			func(err error) []byte {
 				p.log.Warn("upstream event stream failed", "method", x.call.method, "err", errText(err))
 				return append(append([]byte("data: "), p.failure(x, err)...), '\n', '\n')
@@ -289,28 +302,38 @@ func (p *Proxy) response(resp *http.Response) error {
 	case len(data) > p.cfg.MaxResponseBytes:
 		return p.replace(resp, x, errResponseTooLarge)
 	}
-	if sealed := p.sealMessage(ctx, x, data); sealed != nil {
+	data = bytes.TrimPrefix(data, byteOrderMark) // as lenient decoders do
+	if len(bytes.TrimSpace(data)) == 0 {
+		setBody(resp, data)
+		return nil
+	}
+	msg, err := parseObject(data)
+	if err != nil {
+		return p.replace(resp, x, errUpstreamNotObject)
+	}
+	if sealed := p.sealMessage(ctx, x, msg); sealed != nil {
 		data = sealed
 	}
 	setBody(resp, data)
 	return nil
 }
 
+// byteOrderMark is UTF-8's, which JSON and SSE decoders may skip.
+var byteOrderMark = []byte("\uFEFF")
+
 var (
-	errUpstreamEncoded  = errors.New("proxy: the upstream compressed a response the proxy must read")
-	errResponseTooLarge = errors.New("proxy: the upstream's response exceeds the response size cap")
-	errStateTooLarge    = errors.New("proxy: the upstream's requestState exceeds the state size cap")
-	errStateNotString   = errors.New("proxy: the upstream's requestState is not a string")
+	errUpstreamEncoded   = errors.New("proxy: the upstream compressed a response the proxy must read")
+	errUpstreamMediaType = errors.New("proxy: the upstream answered in a media type the proxy does not read (application/json and text/event-stream only)")
+	errUpstreamNotObject = errors.New("proxy: the upstream's JSON response is not one JSON object without repeated members")
+	errResponseTooLarge  = errors.New("proxy: the upstream's response exceeds the response size cap")
+	errStateTooLarge     = errors.New("proxy: the upstream's requestState exceeds the state size cap")
+	errStateNotString    = errors.New("proxy: the upstream's requestState is not a string")
 )
 
-// sealMessage returns the JSON-RPC message data with the state of its
-// result sealed, a JSON-RPC error in its place when sealing failed, or nil
-// when it carries no state.
-func (p *Proxy) sealMessage(ctx context.Context, x *exchange, data []byte) []byte {
-	msg, err := parseObject(data)
-	if err != nil {
-		return nil
-	}
+// sealMessage returns the JSON-RPC message msg with the state of its result
+// sealed, a JSON-RPC error in its place when sealing failed, or nil when it
+// carries no state.
+func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byte {
 	raw, ok := msg.get("result")
 	if !ok {
 		return nil
@@ -366,10 +389,14 @@ func (p *Proxy) failure(x *exchange, err error) []byte {
 	return errorResponse(x.call.id, -32603, "the server's requestState could not be sealed", nil)
 }
 
-// replace makes resp a JSON-RPC error for err.
+// replace makes resp a JSON-RPC error for err: HTTP 502 in place of a
+// success, the upstream's own status in place of its error (a 404 still
+// tells the client its session is gone).
 func (p *Proxy) replace(resp *http.Response, x *exchange, err error) error {
 	resp.Body.Close()
-	resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	if resp.StatusCode < 400 {
+		resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Set("Content-Type", "application/json")
 	setBody(resp, p.failure(x, err))

@@ -268,3 +268,74 @@ func TestProxy_MethodOverrideHeadersNeverReachUpstream(t *testing.T) {
 		}
 	}
 }
+
+// upstreamStatus answers every request with status, contentType and body.
+func upstreamStatus(t *testing.T, status int, contentType, body string) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.calls++
+		u.mu.Unlock()
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func TestProxy_ResponsesItCannotReadNeverPassUnsealed(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const msg = `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"plain-secret"}}`
+	for _, tc := range []struct {
+		name, contentType, body string
+		upstream, want          int
+	}{
+		{"text/plain", "text/plain", msg, 200, 502},
+		{"no media type", "", msg, 200, 502},
+		{"an SSE look-alike", "text/event-stream-x", "data: " + msg + "\n\n", 200, 502},
+		{"application/jsonl", "application/jsonl", msg, 200, 502},
+		{"a JSON body with a repeated member", "application/json", `{"jsonrpc":"2.0","id":5,"result":{"requestState":"plain-secret"},"result":{}}`, 200, 502},
+		{"a JSON body that is not an object", "application/json", `[` + msg + `]`, 200, 502},
+		{"an error in text keeps its status", "text/plain", msg, 404, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := upstreamStatus(t, tc.upstream, tc.contentType, tc.body)
+			resp, m := post(newProxy(t, up, &fakeSealer{}, nil), first, "Authorization", "Bearer tok")
+			b, _ := json.Marshal(m)
+			if resp.StatusCode != tc.want || errorCode(m) != "id 5 code -32603" || strings.Contains(string(b), "plain-secret") ||
+				resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("got %d %s %s, want %d and a -32603 error for id 5 without the state", resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.want)
+			}
+		})
+	}
+	t.Run("an empty body passes", func(t *testing.T) {
+		up := upstreamStatus(t, http.StatusAccepted, "", "")
+		if resp, _ := post(newProxy(t, up, &fakeSealer{}, nil), first, "Authorization", "Bearer tok"); resp.StatusCode != http.StatusAccepted {
+			t.Errorf("got %d, want the upstream's 202", resp.StatusCode)
+		}
+	})
+}
+
+// TestProxy_AByteOrderMarkHidesNoState: JSON and SSE decoders may skip a
+// leading byte order mark; the proxy skips it too and seals what follows.
+func TestProxy_AByteOrderMarkHidesNoState(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const msg = `{"jsonrpc":"2.0","id":5,"result":{"requestState":"plain-secret"}}`
+	for _, tc := range []struct{ contentType, body string }{
+		{"application/json", "\uFEFF" + msg},
+		{"text/event-stream", "\uFEFFdata: " + msg + "\n\n"},
+	} {
+		up := newUpstream(t, tc.contentType, tc.body)
+		fs := &fakeSealer{}
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(first))
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		newProxy(t, up, fs, nil).ServeHTTP(w, req)
+		if got := w.Body.String(); strings.Contains(got, "plain-secret") || !strings.Contains(got, `"requestState":"SEALED"`) || fs.seals != 1 {
+			t.Errorf("%s: got %q after %d seals, want the state sealed", tc.contentType, got, fs.seals)
+		}
+	}
+}
