@@ -85,11 +85,13 @@ func (o *object) set(name string, v json.RawMessage) {
 
 // variant reports whether a member is named like one of names but is not
 // it: a decoder that matches names regardless of case (Go's encoding/json
-// does) would read it as that member.
+// does), or that also takes a snake_case or kebab-case spelling (pydantic's
+// populate_by_name with a camelCase alias, as the Python MCP SDK's models
+// have) would read it as that member.
 func (o *object) variant(names ...string) bool {
 	for _, n := range o.names {
 		for _, want := range names {
-			if caseVariant(n, want) {
+			if looseVariant(n, want) {
 				return true
 			}
 		}
@@ -97,9 +99,28 @@ func (o *object) variant(names ...string) bool {
 	return false
 }
 
+// looseVariant reports whether name differs from want but matches it once
+// every '_' and '-' is dropped from it and its case is folded: simple case
+// folding, or upper- or lower-casing (sealer.CheckParamName uses the same
+// case rule). want is an ASCII name without '_' or '-'.
+func looseVariant(name, want string) bool {
+	if name == want {
+		return false
+	}
+	n := strings.Map(dropSeparator, name)
+	return n == want || caseVariant(n, want)
+}
+
+// dropSeparator drops the separators of snake_case and kebab-case names.
+func dropSeparator(r rune) rune {
+	if r == '_' || r == '-' {
+		return -1
+	}
+	return r
+}
+
 // caseVariant reports whether name differs from want but matches it under
-// simple case folding or after upper- or lower-casing (sealer.CheckParamName
-// uses the same rule).
+// simple case folding or after upper- or lower-casing.
 func caseVariant(name, want string) bool {
 	if name == want || utf8.RuneCountInString(name) != len(want) {
 		return false
@@ -154,14 +175,19 @@ func (e *requestError) Error() string { return e.message }
 var (
 	errParse      = &requestError{-32700, "parse error: the body is not one JSON object without repeated members"}
 	errBatch      = &requestError{-32600, "invalid request: JSON-RPC batches are not accepted"}
-	errEnvelope   = &requestError{-32600, "invalid request: a member is named like a JSON-RPC member in another case"}
+	errEnvelope   = &requestError{-32600, "invalid request: a member is named like a JSON-RPC member in another spelling"}
 	errStateParam = &requestError{-32602, "invalid params: requestState must be a string, on tools/call, prompts/get or resources/read only, named exactly so"}
+	errBindName   = &requestError{-32602, "invalid params: a member is named like name, arguments or uri in another spelling"}
 	errBindParams = &requestError{-32602, "invalid params: the request cannot be bound to a requestState"}
 )
 
 // parseCall reads a POST body. It refuses what the proxy and an upstream
 // might read differently: anything but one object, a member named twice, a
-// member named like a JSON-RPC or MCP member in another case. With an
+// member named like a JSON-RPC member, like requestState or like the
+// binding's name, arguments or uri in another spelling (another case,
+// snake_case or kebab-case: looseVariant). Members the proxy reads nothing
+// from (_meta, inputResponses) are passed as they are: an upstream that reads
+// them under another name reads nothing the proxy has checked. With an
 // error, the call it returns (possibly nil) holds the id to echo.
 func parseCall(body []byte) (*call, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
@@ -199,6 +225,9 @@ func parseCall(body []byte) (*call, error) {
 	}
 	if c.params.variant("requestState") {
 		return c, errStateParam
+	}
+	if c.params.variant(sealer.SalientParams(c.method)...) {
+		return c, errBindName
 	}
 	if v, ok := c.params.get("requestState"); ok && !bytes.Equal(v, []byte("null")) {
 		if json.Unmarshal(v, &c.state) != nil || !stateMethods[c.method] {

@@ -3,9 +3,11 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/sealer"
 )
 
 func TestParseCall_RefusesWhatAnUpstreamMightReadOtherwise(t *testing.T) {
@@ -24,7 +26,21 @@ func TestParseCall_RefusesWhatAnUpstreamMightReadOtherwise(t *testing.T) {
 		{"requestState with a long s", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requeſtState":"x"}}`, errStateParam},
 		{"requestState not a string", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":{"round":2}}}`, errStateParam},
 		{"requestState on tools/list", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"requestState":"x"}}`, errStateParam},
-		{"name in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","NAME":"b","requestState":"x"}}`, errBindParams},
+		{"name in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","NAME":"b","requestState":"x"}}`, errBindName},
+		// pydantic's populate_by_name reads request_state as requestState.
+		{"requestState in snake_case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","request_state":"x"}}`, errStateParam},
+		{"requestState in snake_case beside the real one", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","request_state":"x"}}`, errStateParam},
+		{"requestState in kebab-case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","request-state":"x"}}`, errStateParam},
+		{"requestState in SCREAMING_SNAKE_CASE", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","REQUEST_STATE":"x"}}`, errStateParam},
+		{"requestState with a long s and an underscore", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"u","_requeſt_state_":"x"}}`, errStateParam},
+		{"request_state on another method", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"request_state":"x"}}`, errStateParam},
+		{"name with an underscore", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_name":"b"}}`, errBindName},
+		{"arguments in kebab-case", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","argu-ments":{"k":"v"}}}`, errBindName},
+		{"uri in snake_case", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a","u_r_i":"b"}}`, errBindName},
+		{"method in snake_case", `{"jsonrpc":"2.0","id":1,"method":"tools/list","_method":"tools/call","params":{}}`, errEnvelope},
+		{"params in kebab-case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","para-ms":{"name":"a","requestState":"x"},"params":{"name":"a"}}`, errEnvelope},
+		{"id in snake_case", `{"jsonrpc":"2.0","id":1,"i_d":2,"method":"tools/list"}`, errEnvelope},
+		{"jsonrpc in snake_case", `{"json_rpc":"2.0","jsonrpc":"2.0","id":1,"method":"tools/list"}`, errEnvelope},
 		{"arguments with a repeated member", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}`, errBindParams},
 		{"no name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"requestState":"x"}}`, errBindParams},
 		{"uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}`, errBindParams},
@@ -67,6 +83,21 @@ func TestParseCall_R5_BindsAsTheGoClient(t *testing.T) {
 	}
 }
 
+// TestParseCall_PassesMembersItDoesNotBind: _meta and inputResponses are
+// read by the upstream only, in any spelling; uri is salient on
+// resources/read only.
+func TestParseCall_PassesMembersItDoesNotBind(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{},"name":"a","input_responses":{},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"meta":{},"name":"a","u_r_i":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c","_meta":{"progressToken":1}}}`,
+	} {
+		if _, err := parseCall([]byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
+
 func TestWithState_ChangesTheStateAlone(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"a":1},"name":"t","arguments":{"z":1, "a":[1,2]},"requestState":"sealed","inputResponses":{"k":{"action":"accept"}}}}`
 	c, err := parseCall([]byte(body))
@@ -91,6 +122,12 @@ func FuzzParseCall(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","ReQuestState":"s"}}`,
 		`[{}]`, `{}`, `{"params":[]}`, `{"params":"x","method":"tools/call","id":1}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","request_state":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","REQUEST-STATE":"t"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","_name":"b","arguments":{},"argu_ments":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a","URI_":"b","requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"_method":"tools/call","method":"tools/list","para-ms":{"requestState":"s"}}`,
+		`{"json_rpc":"2.0","i-d":1,"method":"tools/call","params":{"name":"a","input_responses":{},"requestState":"s"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -101,6 +138,16 @@ func FuzzParseCall(f *testing.F) {
 		}
 		if !stateMethods[c.method] || c.binding == nil {
 			t.Fatalf("a state accepted on %q with binding %v", c.method, c.binding)
+		}
+		for _, n := range c.env.names {
+			if slices.ContainsFunc(envelopeNames, func(want string) bool { return looseVariant(n, want) }) {
+				t.Fatalf("accepted beside a state: the envelope member %q", n)
+			}
+		}
+		for _, n := range c.params.names {
+			if slices.ContainsFunc(append(sealer.SalientParams(c.method), "requestState"), func(want string) bool { return looseVariant(n, want) }) {
+				t.Fatalf("accepted beside a state: the params member %q", n)
+			}
 		}
 		again, err := parseCall(c.withState([]byte("original")))
 		if err != nil || again.state != "original" || !bytes.Equal(again.binding.Digest, c.binding.Digest) {

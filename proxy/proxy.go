@@ -16,10 +16,19 @@
 //   - A result carrying a requestState, in a JSON body or in the SSE event
 //     that holds it: the state is sealed with the caller's principal and
 //     the originating request, and replaced. A state over the cap is an
-//     error, never truncated.
+//     error, never truncated. A response to one of the three methods that
+//     the proxy cannot read (a media type other than application/json or
+//     text/event-stream, a JSON body that is not one object, a compressed
+//     body) is replaced by a JSON-RPC error, HTTP 502 in place of a success,
+//     never passed unsealed. A leading byte order mark is removed.
 //   - Everything else passes through unchanged and unbuffered: other SSE
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
+//   - Only POST carries a body, which the proxy inspects. GET, DELETE and
+//     OPTIONS pass without one (a body on them is refused); any other HTTP
+//     method, another case of POST included, is answered 405 with an Allow
+//     header. Method override headers (X-HTTP-Method-Override,
+//     X-HTTP-Method, X-Method-Override, in any spelling) are removed.
 //
 // A state is sealed only in the response to the request that made it: a
 // result sent elsewhere (on a GET stream, or replayed on resumption) passes
@@ -28,8 +37,9 @@
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
 // named like a JSON-RPC member or like requestState, name, arguments or uri
-// in another case (decoders such as Go's encoding/json match names
-// regardless of case).
+// in another case or with '_' or '-' (decoders such as Go's encoding/json
+// match names regardless of case; pydantic models with camelCase aliases and
+// populate_by_name, as in the Python SDK, read request_state too).
 package proxy
 
 import (
@@ -44,7 +54,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -113,9 +125,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cfg.Principal != PrincipalHeader {
 		r.Header.Del(p.cfg.PrincipalHeaderName) // honoured only when configured
 	}
-	if r.Method != http.MethodPost {
+	dropMethodOverrides(r.Header)
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodDelete, http.MethodOptions:
+		// GET streams, DELETE, CORS preflights: as they are, without a body
+		// the proxy would not read.
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			p.refuse(w, nil, "body_without_post", http.StatusBadRequest, errBodyWithoutPost)
+			return
+		}
 		p.metrics.request("other", "passed")
-		p.rp.ServeHTTP(w, r) // GET streams, DELETE: as they are
+		p.rp.ServeHTTP(w, r)
+		return
+	default:
+		w.Header().Set("Allow", allowedMethods)
+		p.refuse(w, nil, "http_method", http.StatusMethodNotAllowed, errHTTPMethod)
 		return
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
@@ -158,6 +183,32 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.metrics.request(methodLabel(c.method), "forwarded")
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who})), body)
+}
+
+// allowedMethods are the HTTP methods of the Streamable HTTP transport, and
+// OPTIONS for browsers' CORS preflights. Any other (another case of POST, PUT,
+// PATCH) is refused: an upstream matching methods regardless of case would
+// read a body the proxy never inspected.
+const allowedMethods = "GET, POST, DELETE, OPTIONS"
+
+var (
+	errHTTPMethod      = &requestError{-32600, "invalid request: HTTP method not allowed (GET, POST, DELETE, OPTIONS)"}
+	errBodyWithoutPost = &requestError{-32600, "invalid request: a request body is accepted on POST only"}
+)
+
+// methodOverrides are the headers, spelled without separators and in lower
+// case, that some servers take as the request's method in place of its own.
+var methodOverrides = []string{"xhttpmethodoverride", "xhttpmethod", "xmethodoverride"}
+
+// dropMethodOverrides removes the method override headers in any spelling
+// (a CGI-style server reads X_HTTP_Method_Override as
+// X-HTTP-Method-Override): the upstream judges the method the proxy judged.
+func dropMethodOverrides(h http.Header) {
+	for name := range h {
+		if slices.Contains(methodOverrides, strings.ToLower(strings.Map(dropSeparator, name))) {
+			delete(h, name)
+		}
+	}
 }
 
 // forward sends body to the upstream in place of the request's own.
@@ -219,7 +270,10 @@ func (p *Proxy) response(resp *http.Response) error {
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mediaType != "application/json" && mediaType != "text/event-stream" {
-		return nil
+		if resp.ContentLength == 0 {
+			return nil // no body: no state
+		}
+		return p.replace(resp, x, errUpstreamMediaType)
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		return p.replace(resp, x, errUpstreamEncoded)
@@ -227,7 +281,13 @@ func (p *Proxy) response(resp *http.Response) error {
 	ctx := resp.Request.Context()
 	if mediaType == "text/event-stream" {
 		resp.Body = newEventReader(resp.Body, p.cfg.MaxResponseBytes,
-			func(data []byte) []byte { return p.sealMessage(ctx, x, data) },
+			func(data []byte) []byte {
+				msg, err := parseObject(data)
+				if err != nil {
+					return nil // not a message: no result, no state
+				}
+				return p.sealMessage(ctx, x, msg)
+			},
 			func(err error) []byte {
 				p.log.Warn("upstream event stream failed", "method", x.call.method, "err", errText(err))
 				return append(append([]byte("data: "), p.failure(x, err)...), '\n', '\n')
@@ -242,28 +302,38 @@ func (p *Proxy) response(resp *http.Response) error {
 	case len(data) > p.cfg.MaxResponseBytes:
 		return p.replace(resp, x, errResponseTooLarge)
 	}
-	if sealed := p.sealMessage(ctx, x, data); sealed != nil {
+	data = bytes.TrimPrefix(data, byteOrderMark) // as lenient decoders do
+	if len(bytes.TrimSpace(data)) == 0 {
+		setBody(resp, data)
+		return nil
+	}
+	msg, err := parseObject(data)
+	if err != nil {
+		return p.replace(resp, x, errUpstreamNotObject)
+	}
+	if sealed := p.sealMessage(ctx, x, msg); sealed != nil {
 		data = sealed
 	}
 	setBody(resp, data)
 	return nil
 }
 
+// byteOrderMark is UTF-8's, which JSON and SSE decoders may skip.
+var byteOrderMark = []byte("\uFEFF")
+
 var (
-	errUpstreamEncoded  = errors.New("proxy: the upstream compressed a response the proxy must read")
-	errResponseTooLarge = errors.New("proxy: the upstream's response exceeds the response size cap")
-	errStateTooLarge    = errors.New("proxy: the upstream's requestState exceeds the state size cap")
-	errStateNotString   = errors.New("proxy: the upstream's requestState is not a string")
+	errUpstreamEncoded   = errors.New("proxy: the upstream compressed a response the proxy must read")
+	errUpstreamMediaType = errors.New("proxy: the upstream answered in a media type the proxy does not read (application/json and text/event-stream only)")
+	errUpstreamNotObject = errors.New("proxy: the upstream's JSON response is not one JSON object without repeated members")
+	errResponseTooLarge  = errors.New("proxy: the upstream's response exceeds the response size cap")
+	errStateTooLarge     = errors.New("proxy: the upstream's requestState exceeds the state size cap")
+	errStateNotString    = errors.New("proxy: the upstream's requestState is not a string")
 )
 
-// sealMessage returns the JSON-RPC message data with the state of its
-// result sealed, a JSON-RPC error in its place when sealing failed, or nil
-// when it carries no state.
-func (p *Proxy) sealMessage(ctx context.Context, x *exchange, data []byte) []byte {
-	msg, err := parseObject(data)
-	if err != nil {
-		return nil
-	}
+// sealMessage returns the JSON-RPC message msg with the state of its result
+// sealed, a JSON-RPC error in its place when sealing failed, or nil when it
+// carries no state.
+func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byte {
 	raw, ok := msg.get("result")
 	if !ok {
 		return nil
@@ -319,10 +389,14 @@ func (p *Proxy) failure(x *exchange, err error) []byte {
 	return errorResponse(x.call.id, -32603, "the server's requestState could not be sealed", nil)
 }
 
-// replace makes resp a JSON-RPC error for err.
+// replace makes resp a JSON-RPC error for err: HTTP 502 in place of a
+// success, the upstream's own status in place of its error (a 404 still
+// tells the client its session is gone).
 func (p *Proxy) replace(resp *http.Response, x *exchange, err error) error {
 	resp.Body.Close()
-	resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	if resp.StatusCode < 400 {
+		resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
+	}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Set("Content-Type", "application/json")
 	setBody(resp, p.failure(x, err))
@@ -392,6 +466,8 @@ func refusal(e *requestError) string {
 		return "envelope_case_variant"
 	case errStateParam:
 		return "state_param"
+	case errBindName:
+		return "binding_param_variant"
 	case errBindParams:
 		return "unbindable"
 	}

@@ -206,3 +206,136 @@ func TestConfig_RefusesToStartWithoutAPrincipal(t *testing.T) {
 		t.Errorf("anonymous: %v", err)
 	}
 }
+
+func TestProxy_OnlyPOSTCarriesABody(t *testing.T) {
+	up := newUpstream(t, "application/json", `{}`)
+	h := newProxy(t, up, &fakeSealer{}, nil)
+	serve := func(method, body string, chunked bool) *http.Response {
+		req := httptest.NewRequest(method, "/mcp", strings.NewReader(body))
+		if chunked {
+			req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Result()
+	}
+	for _, m := range []string{"post", "Post", http.MethodPut, http.MethodPatch, http.MethodHead, "PROPFIND", "CONNECT"} {
+		before := up.calls
+		resp := serve(m, retryBody, false)
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, POST, DELETE, OPTIONS" || up.calls != before {
+			t.Errorf("%s with a body: got %d, Allow %q, %d upstream calls; want 405, the allowed methods, none", m, resp.StatusCode, resp.Header.Get("Allow"), up.calls-before)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodOptions} {
+		for _, chunked := range []bool{false, true} {
+			before := up.calls
+			if resp := serve(m, retryBody, chunked); resp.StatusCode != http.StatusBadRequest || up.calls != before {
+				t.Errorf("%s with a body (chunked %v): got %d, %d upstream calls; want 400, none", m, chunked, resp.StatusCode, up.calls-before)
+			}
+		}
+		before := up.calls
+		if resp := serve(m, "", false); resp.StatusCode != http.StatusOK || up.calls != before+1 {
+			t.Errorf("%s without a body: got %d, %d upstream calls; want it passed", m, resp.StatusCode, up.calls-before)
+		}
+	}
+}
+
+func TestProxy_MethodOverrideHeadersNeverReachUpstream(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	h := newProxy(t, up, &fakeSealer{}, nil)
+	overrides := []string{"X-HTTP-Method-Override", "X-Http-Method", "X-Method-Override", "X_HTTP_Method_Override", "x-method_override"}
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		req := httptest.NewRequest(method, "/mcp", nil)
+		if method == http.MethodPost {
+			req = httptest.NewRequest(method, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		}
+		for _, name := range overrides {
+			req.Header[name] = []string{"PUT"}
+		}
+		req.Header.Set("Mcp-Session-Id", "kept")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: got %d, want it passed", method, w.Code)
+		}
+		for name := range up.hdr {
+			if n := strings.ToLower(strings.ReplaceAll(name, "_", "-")); n == "x-http-method-override" || n == "x-http-method" || n == "x-method-override" {
+				t.Errorf("%s: the upstream got the override header %q", method, name)
+			}
+		}
+		if up.hdr.Get("Mcp-Session-Id") != "kept" {
+			t.Errorf("%s: the session header was lost", method)
+		}
+	}
+}
+
+// upstreamStatus answers every request with status, contentType and body.
+func upstreamStatus(t *testing.T, status int, contentType, body string) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.calls++
+		u.mu.Unlock()
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func TestProxy_ResponsesItCannotReadNeverPassUnsealed(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const msg = `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"plain-secret"}}`
+	for _, tc := range []struct {
+		name, contentType, body string
+		upstream, want          int
+	}{
+		{"text/plain", "text/plain", msg, 200, 502},
+		{"no media type", "", msg, 200, 502},
+		{"an SSE look-alike", "text/event-stream-x", "data: " + msg + "\n\n", 200, 502},
+		{"application/jsonl", "application/jsonl", msg, 200, 502},
+		{"a JSON body with a repeated member", "application/json", `{"jsonrpc":"2.0","id":5,"result":{"requestState":"plain-secret"},"result":{}}`, 200, 502},
+		{"a JSON body that is not an object", "application/json", `[` + msg + `]`, 200, 502},
+		{"an error in text keeps its status", "text/plain", msg, 404, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := upstreamStatus(t, tc.upstream, tc.contentType, tc.body)
+			resp, m := post(newProxy(t, up, &fakeSealer{}, nil), first, "Authorization", "Bearer tok")
+			b, _ := json.Marshal(m)
+			if resp.StatusCode != tc.want || errorCode(m) != "id 5 code -32603" || strings.Contains(string(b), "plain-secret") ||
+				resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("got %d %s %s, want %d and a -32603 error for id 5 without the state", resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.want)
+			}
+		})
+	}
+	t.Run("an empty body passes", func(t *testing.T) {
+		up := upstreamStatus(t, http.StatusAccepted, "", "")
+		if resp, _ := post(newProxy(t, up, &fakeSealer{}, nil), first, "Authorization", "Bearer tok"); resp.StatusCode != http.StatusAccepted {
+			t.Errorf("got %d, want the upstream's 202", resp.StatusCode)
+		}
+	})
+}
+
+// TestProxy_AByteOrderMarkHidesNoState: JSON and SSE decoders may skip a
+// leading byte order mark; the proxy skips it too and seals what follows.
+func TestProxy_AByteOrderMarkHidesNoState(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const msg = `{"jsonrpc":"2.0","id":5,"result":{"requestState":"plain-secret"}}`
+	for _, tc := range []struct{ contentType, body string }{
+		{"application/json", "\uFEFF" + msg},
+		{"text/event-stream", "\uFEFFdata: " + msg + "\n\n"},
+	} {
+		up := newUpstream(t, tc.contentType, tc.body)
+		fs := &fakeSealer{}
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(first))
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		newProxy(t, up, fs, nil).ServeHTTP(w, req)
+		if got := w.Body.String(); strings.Contains(got, "plain-secret") || !strings.Contains(got, `"requestState":"SEALED"`) || fs.seals != 1 {
+			t.Errorf("%s: got %q after %d seals, want the state sealed", tc.contentType, got, fs.seals)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type eventReader struct {
 	rewrite func(data []byte) []byte // nil: unchanged
 	onError func(err error) []byte   // the event ending a stream that failed
 	pending []byte
+	started bool
 	done    bool
 }
 
@@ -53,6 +54,10 @@ func (e *eventReader) next() []byte {
 	var lines [][]byte
 	for e.lines.Scan() {
 		line := e.lines.Bytes()
+		if !e.started {
+			// SSE decoders skip a byte order mark that starts the stream.
+			line, e.started = bytes.TrimPrefix(line, byteOrderMark), true
+		}
 		if raw.Len()+len(line) > e.max {
 			return e.fail(errEventTooLarge)
 		}
