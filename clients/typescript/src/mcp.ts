@@ -5,7 +5,7 @@
 // resource uri), with a TTL and optionally opening once.
 //
 //	const states = sealedRequestState<Progress>({ sealer, principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS });
-//	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }));
+//	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }), { legacy: "reject" });
 //	serve(states.fetch(mcp.fetch));   // binds each request to what it asks
 //
 // The SDK's verify hook and mint get the handler's context, which carries
