@@ -71,14 +71,17 @@ func TestConformance_MRTR_TypeScript(t *testing.T) {
 // TypeScript MCP client (examples/typescript/test): two rounds complete; a
 // state replayed under another bearer token, presented with other
 // arguments, presented twice when one-time, expired, or tampered with is
-// refused (-32602). One example seals over gRPC, the other (short-lived
-// states, a sealer allowing no skew) over REST.
+// refused (-32602); a JSON-RPC batch repeating an id cannot spend a state on
+// another message's arguments. One example seals over gRPC, another
+// (short-lived states, a sealer allowing no skew) over REST, and a third
+// serves 2025-era requests and batches too (the SDK's default).
 func TestTypeScriptMCP(t *testing.T) {
 	bin := nodeBin(t)
 	s := start(t, t.TempDir(), "--skew", "0s")
 	url := startTSMCP(t, bin, s)
 	short := startTSMCP(t, bin, s, "--rest", "--state-ttl", "1")
-	nodeTest(t, bin, []string{"SEALER_TEST_MCP_URL=" + url, "SEALER_TEST_MCP_URL_SHORT=" + short},
+	legacy := startTSMCP(t, bin, s, "--legacy", "stateless")
+	nodeTest(t, bin, []string{"SEALER_TEST_MCP_URL=" + url, "SEALER_TEST_MCP_URL_SHORT=" + short, "SEALER_TEST_MCP_URL_LEGACY=" + legacy},
 		"../examples/typescript/test/mcp.test.mjs")
 	for _, reason := range []string{"PRINCIPAL_MISMATCH", "REQUEST_MISMATCH", "ALREADY_CONSUMED", "EXPIRED", "INVALID_STATE"} {
 		waitFor(t, "the sealer to refuse a state with "+reason, 5*time.Second, func() bool {

@@ -11,7 +11,11 @@
 // The principal is the caller's bearer token (hashed), or "anonymous": this
 // example trusts any token, where a real server verifies it first.
 //
-//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300]
+//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject]
+//
+// --legacy stateless also serves 2025-era requests, JSON-RPC batches
+// included, as the SDK's default does; the codec never binds a state to a
+// request in a batch (e2e/typescript_test.go tries the attack that would).
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -36,8 +40,10 @@ const { values: flags } = parseArgs({
     sealer: { type: "string", default: "http://127.0.0.1:7443" },
     rest: { type: "boolean", default: false },
     "state-ttl": { type: "string", default: "300" },
+    legacy: { type: "string", default: "reject" },
   },
 });
+if (flags.legacy !== "reject" && flags.legacy !== "stateless") throw new Error("--legacy is reject or stateless");
 
 // What the states of this server carry.
 type Progress = { tool: string; round?: number; name?: string };
@@ -213,7 +219,7 @@ function newServer(): McpServer {
   return s;
 }
 
-const mcp = createMcpHandler(newServer, { legacy: "reject", onerror: (err) => console.error("mcp:", err.message) });
+const mcp = createMcpHandler(newServer, { legacy: flags.legacy as "reject" | "stateless", onerror: (err) => console.error("mcp:", err.message) });
 const handle = states.fetch(mcp.fetch);
 
 // authInfo: the bearer token, hashed into the client id the principal uses.

@@ -5,14 +5,18 @@
 // resource uri), with a TTL and optionally opening once.
 //
 //	const states = sealedRequestState<Progress>({ sealer, principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS });
-//	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }));
+//	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }), { legacy: "reject" });
 //	serve(states.fetch(mcp.fetch));   // binds each request to what it asks
 //
 // The SDK's verify hook and mint get the handler's context, which carries
 // the method but not the tool name nor the arguments; states.fetch reads
 // each JSON-RPC request once (bounded) and hands it to the SDK already
 // parsed, so that the codec binds to exactly what the handler receives.
-import { AsyncLocalStorage } from "node:async_hooks";
+// The context names the HTTP request it came in (ctx.http.req): the codec
+// finds the body by that identity, never by async context, and binds only a
+// body holding a single message, so that no message can borrow another's
+// binding (a JSON-RPC batch, which the SDK's default legacy serving still
+// accepts, may repeat an id with other arguments).
 import type { RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
 import type { SealerClient } from "./client.js";
 import { salientParams } from "./digest.js";
@@ -43,7 +47,8 @@ export interface SealedRequestStateOptions {
    * KEYS_UNAVAILABLE, RESOURCE_EXHAUSTED, the sealer unreachable or late)
    * are tried this many times in all, with a doubling backoff from
    * backoffMs, before the failure surfaces (default 3 attempts, 50 ms). An
-   * open that failed so has not consumed a one-time state.
+   * open the sealer refused so has not consumed a one-time state; one that
+   * timed out may have, and its retry then fails closed (ALREADY_CONSUMED).
    */
   retry?: { attempts?: number; backoffMs?: number };
   /** The deadline of each call to the sealer (default: the client's). */
@@ -68,8 +73,10 @@ export interface SealedRequestState<T> extends RequestStateCodec<T> {
   ): (request: Request, options?: O) => Promise<Response>;
 }
 
-type Captured = { body: unknown };
-const current = new AsyncLocalStorage<Captured>();
+// The body of each request states.fetch has read, by the Request object the
+// SDK gives the handler as ctx.http.req; BATCH for a JSON array.
+const BATCH = Symbol("batch");
+const bodies = new WeakMap<Request, unknown>();
 
 /** A requestState codec for @modelcontextprotocol/server backed by the sealer. */
 export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions): SealedRequestState<T> {
@@ -137,25 +144,32 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
           // Not JSON: the SDK answers it, from the same bytes.
           return handler(new Request(request.url, { method: "POST", headers: request.headers, body: text, signal: request.signal }), options);
         }
-        return current.run({ body }, () => handler(request, { ...options, parsedBody: body } as NonNullable<typeof options>));
+        bodies.set(request, Array.isArray(body) ? BATCH : body);
+        return handler(request, { ...options, parsedBody: body } as NonNullable<typeof options>);
       };
     },
   };
 }
 
-/** The binding of the request ctx belongs to: its method and its params exactly as received. */
+/**
+ * The binding of the request ctx belongs to: its method and its params
+ * exactly as received, from the body states.fetch read for the very HTTP
+ * request the SDK says ctx came in. A batch is never bound: its messages
+ * may share an id, so which one the handler got cannot be told.
+ */
 function requestOf(ctx: ServerContext): { method: string; params: Record<string, unknown> } {
-  const body = current.getStore()?.body;
   const { id, method } = ctx.mcpReq;
   if (salientParams(method) === undefined) {
     throw new SealerError(Reason.INVALID_ARGUMENT, `sealer: a ${method.slice(0, 64)} request cannot carry a requestState`);
   }
-  for (const m of Array.isArray(body) ? body : [body]) {
-    if (typeof m === "object" && m !== null && (m as { id?: unknown }).id === id && (m as { method?: unknown }).method === method) {
-      const params = (m as { params?: unknown }).params;
-      if (typeof params !== "object" || params === null || Array.isArray(params)) break;
-      return { method, params: params as Record<string, unknown> };
-    }
+  const req = ctx.http?.req;
+  const m = req === undefined ? undefined : bodies.get(req);
+  if (m === BATCH) {
+    throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: a request in a JSON-RPC batch cannot carry a requestState: send it alone");
+  }
+  if (typeof m === "object" && m !== null && (m as { id?: unknown }).id === id && (m as { method?: unknown }).method === method) {
+    const params = (m as { params?: unknown }).params;
+    if (typeof params === "object" && params !== null && !Array.isArray(params)) return { method, params: params as Record<string, unknown> };
   }
   throw new SealerError(
     Reason.INVALID_ARGUMENT,

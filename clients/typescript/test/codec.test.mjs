@@ -3,10 +3,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ConnectError, Code } from "@connectrpc/connect";
+import { createMcpHandler, McpServer, inputRequired } from "@modelcontextprotocol/server";
+import { z } from "zod";
 import { checkParamName, fromConnect, fromRest, parseReason, requestDigest, Reason, SealerError } from "../dist/index.js";
 import { ANONYMOUS, sealedRequestState } from "../dist/mcp.js";
 
-const ctx = (id, method = "tools/call", clientId) => ({ mcpReq: { id, method }, ...(clientId && { http: { authInfo: { clientId } } }) });
+// ctx is the handler's context as the SDK builds it: req is the HTTP request the message came in.
+const ctx = (id, method = "tools/call", clientId, req) => ({
+  mcpReq: { id, method },
+  http: { ...(req && { req }), ...(clientId && { authInfo: { clientId } }) },
+});
 const params = { name: "get_weather", arguments: { location: "Paris" }, requestState: "s", _meta: { a: 1 } };
 
 // fake records the calls and answers them with answers, in turn (an Error is thrown).
@@ -21,12 +27,13 @@ function fake(...answers) {
   return { calls, seal: (r) => next("seal", r), open: (r) => next("open", r), close: async () => {} };
 }
 
-// inRequest runs f inside states.fetch as the SDK would run a handler for a JSON-RPC request.
+// inRequest runs f inside states.fetch as the SDK would run a handler for
+// a JSON-RPC request; f gets the HTTP request (the SDK's ctx.http.req).
 async function inRequest(states, message, f) {
   let result;
-  const handler = states.fetch(async (_req, opts) => {
+  const handler = states.fetch(async (req, opts) => {
     assert.deepEqual(opts.parsedBody, message, "the SDK gets the body already parsed");
-    result = await f();
+    result = await f(req);
     return new Response("{}");
   });
   await handler(new Request("http://x/mcp", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(message) }));
@@ -37,8 +44,8 @@ test("mint and verify bind the principal and the request as received", async () 
   const sealer = fake({ requestState: "st", expiresAt: new Date() }, { payload: new TextEncoder().encode('{"round":1}') });
   const states = sealedRequestState({ sealer, principal: (c) => c.http?.authInfo?.clientId ?? ANONYMOUS, ttlSeconds: 30 });
   const msg = { jsonrpc: "2.0", id: 7, method: "tools/call", params };
-  assert.equal(await inRequest(states, msg, () => states.mint({ round: 1 }, ctx(7, "tools/call", "alice"), { oneTime: true })), "st");
-  assert.deepEqual(await inRequest(states, msg, () => states.verify("st", ctx(7))), { round: 1 });
+  assert.equal(await inRequest(states, msg, (req) => states.mint({ round: 1 }, ctx(7, "tools/call", "alice", req), { oneTime: true })), "st");
+  assert.deepEqual(await inRequest(states, msg, (req) => states.verify("st", ctx(7, "tools/call", undefined, req))), { round: 1 });
   const [seal, open] = sealer.calls;
   assert.equal(seal.req.principal, "alice");
   assert.equal(seal.req.ttlMs, 30_000);
@@ -53,9 +60,79 @@ test("verify refuses a request the codec did not see, without calling the sealer
   const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
   await assert.rejects(states.verify("st", ctx(1)), (e) => e instanceof SealerError && /states.fetch/.test(e.message));
   const other = { jsonrpc: "2.0", id: 2, method: "tools/call", params };
-  await assert.rejects(inRequest(states, other, () => states.verify("st", ctx(1))), SealerError);
-  await assert.rejects(inRequest(states, { ...other, id: 1, method: "tools/list" }, () => states.verify("st", ctx(1, "tools/list"))), SealerError);
+  await assert.rejects(inRequest(states, other, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), SealerError);
+  await assert.rejects(inRequest(states, { ...other, id: 1, method: "tools/list" }, (req) => states.verify("st", ctx(1, "tools/list", undefined, req))), SealerError);
+  // Inside states.fetch, but ctx names no HTTP request, or one states.fetch never read.
+  await assert.rejects(inRequest(states, { ...other, id: 1 }, () => states.verify("st", ctx(1))), /states.fetch/);
+  const unread = new Request("http://x/mcp", { method: "POST", body: JSON.stringify({ ...other, id: 1 }) });
+  await assert.rejects(inRequest(states, { ...other, id: 1 }, () => states.verify("st", ctx(1, "tools/call", undefined, unread))), /states.fetch/);
   assert.equal(sealer.calls.length, 0);
+});
+
+test("the binding follows the HTTP request ctx names, not the async context it runs in", async () => {
+  const sealer = fake({ payload: new TextEncoder().encode("1") });
+  const states = sealedRequestState({ sealer, principal: () => "p" });
+  const paris = { jsonrpc: "2.0", id: 1, method: "tools/call", params };
+  const boston = { ...paris, params: { ...params, arguments: { location: "Boston" } } };
+  let bostonReq;
+  await inRequest(states, boston, (req) => void (bostonReq = req));
+  // Boston's message handled while Paris's request is in flight, with the same id.
+  await inRequest(states, paris, () => states.verify("st", ctx(1, "tools/call", undefined, bostonReq)));
+  assert.deepEqual(sealer.calls[0].req.request.params.arguments, { location: "Boston" });
+});
+
+test("a request in a JSON-RPC batch is never bound, without calling the sealer", async () => {
+  const sealer = fake(new Error("must not be called"));
+  const states = sealedRequestState({ sealer, principal: () => "p" });
+  const first = { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "get_weather", arguments: { location: "Paris" } } };
+  const second = { ...first, params: { ...params, arguments: { location: "Boston" } } };
+  for (const batch of [[first, second], [second], [first, { jsonrpc: "2.0", method: "notifications/initialized" }]]) {
+    await assert.rejects(inRequest(states, batch, (req) => states.verify("st", ctx(7, "tools/call", undefined, req))), /batch/);
+    await assert.rejects(inRequest(states, batch, (req) => states.mint({}, ctx(7, "tools/call", undefined, req))), /batch/);
+  }
+  assert.equal(sealer.calls.length, 0);
+});
+
+// The attack on the SDK's default legacy serving (legacy: 'stateless'): a
+// batch of two tools/call sharing an id, the first with the arguments a
+// state was sealed for, the second with others and that state. The fake
+// sealer opens whatever it is given, so only the codec stands in the way.
+test("through the SDK: a batch repeating an id cannot run a handler with another message's state", async () => {
+  const sealer = fake({ payload: new TextEncoder().encode('{"round":1}') });
+  const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
+  const ran = [];
+  const refusals = [];
+  const mcp = createMcpHandler(() => {
+    const s = new McpServer({ name: "t", version: "1" }, { requestState: { verify: states.verify } });
+    s.server.onerror = (err) => refusals.push(err.message);
+    s.registerTool("get_weather", { inputSchema: z.object({ location: z.string() }) }, async ({ location }, c) => {
+      ran.push({ location, state: c.mcpReq.requestState() });
+      if (c.mcpReq.requestState()) return { content: [{ type: "text", text: `Weather in ${location}` }] };
+      return inputRequired({ requestState: await states.mint({ round: 1 }, c) });
+    });
+    return s;
+  });
+  const post = async (body) => {
+    const res = await states.fetch(mcp.fetch)(
+      new Request("http://x/mcp", { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: JSON.stringify(body) }),
+    );
+    return res.text();
+  };
+  const call = (location, extra) => ({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "get_weather", arguments: { location }, ...extra } });
+  const retry = { requestState: "S", inputResponses: { units: { action: "accept", content: { units: "c" } } } };
+
+  // A single message still binds (and the default legacy path serves it).
+  const alone = await post(call("A", retry));
+  assert.match(alone, /Weather in A/);
+  assert.deepEqual(sealer.calls.map((c) => c.req.request.params.arguments), [{ location: "A" }]);
+
+  ran.length = 0;
+  const answer = await post([call("A"), call("B", retry)]);
+  assert.deepEqual(ran.filter((r) => r.state !== undefined), [], `a handler ran with a state: ${JSON.stringify(ran)}`);
+  assert.ok(!ran.some((r) => r.location === "B"), `the handler ran for B: ${JSON.stringify(ran)}`);
+  assert.doesNotMatch(answer, /Weather in B/);
+  assert.equal(sealer.calls.length, 1, "the sealer was not asked to open the batch's state");
+  assert.ok(refusals.some((m) => /requestState verification rejected tools\/call: .*batch/.test(m)), JSON.stringify(refusals));
 });
 
 test("verify tries transient failures again, and refusals never", async () => {
@@ -65,26 +142,26 @@ test("verify tries transient failures again, and refusals never", async () => {
 
   let sealer = fake(ledger, ledger, ok);
   let states = sealedRequestState({ sealer, principal: () => "p", retry: { backoffMs: 1 } });
-  assert.equal(await inRequest(states, msg, () => states.verify("st", ctx(1))), 1);
+  assert.equal(await inRequest(states, msg, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), 1);
   assert.equal(sealer.calls.length, 3);
 
   sealer = fake(ledger);
   states = sealedRequestState({ sealer, principal: () => "p", retry: { attempts: 4, backoffMs: 1 } });
-  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), (e) => e.retryable && e.reasonName === "LEDGER_UNAVAILABLE");
+  await assert.rejects(inRequest(states, msg, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), (e) => e.retryable && e.reasonName === "LEDGER_UNAVAILABLE");
   assert.equal(sealer.calls.length, 4);
 
   sealer = fake(new SealerError(Reason.EXPIRED, "sealer: state expired"));
   states = sealedRequestState({ sealer, principal: () => "p", retry: { backoffMs: 1 } });
-  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), (e) => e.rejected && !e.retryable);
+  await assert.rejects(inRequest(states, msg, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), (e) => e.rejected && !e.retryable);
   assert.equal(sealer.calls.length, 1);
 });
 
 test("no principal and a payload that is not JSON are refused", async () => {
   const msg = { jsonrpc: "2.0", id: 1, method: "tools/call", params };
   let states = sealedRequestState({ sealer: fake({ payload: new Uint8Array() }), principal: () => "" });
-  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), /no principal/);
+  await assert.rejects(inRequest(states, msg, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), /no principal/);
   states = sealedRequestState({ sealer: fake({ payload: new Uint8Array([0xff]) }), principal: () => "p" });
-  await assert.rejects(inRequest(states, msg, () => states.verify("st", ctx(1))), /not JSON/);
+  await assert.rejects(inRequest(states, msg, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), /not JSON/);
 });
 
 test("states.fetch refuses a body over 4 MiB before parsing it, and passes what is not JSON on", async () => {

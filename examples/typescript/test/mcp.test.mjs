@@ -3,15 +3,17 @@
 // (server.ts) and a real sealer: e2e/typescript_test.go starts both and
 // gives their addresses in SEALER_TEST_MCP_URL (states live 5 minutes) and
 // SEALER_TEST_MCP_URL_SHORT (states live 1 second, the sealer allows no
-// skew).
+// skew), and SEALER_TEST_MCP_URL_LEGACY (states live 5 minutes; it also
+// serves 2025-era requests and JSON-RPC batches, the SDK's default).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Client, ProtocolError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 
 const url = process.env.SEALER_TEST_MCP_URL;
 const shortURL = process.env.SEALER_TEST_MCP_URL_SHORT;
-const skip = url && shortURL ? false : "no example server: e2e/typescript_test.go starts one";
-if (skip && process.env.CI) throw new Error("SEALER_TEST_MCP_URL and SEALER_TEST_MCP_URL_SHORT are unset: run through e2e/typescript_test.go");
+const legacyURL = process.env.SEALER_TEST_MCP_URL_LEGACY;
+const skip = url && shortURL && legacyURL ? false : "no example server: e2e/typescript_test.go starts one";
+if (skip && process.env.CI) throw new Error("SEALER_TEST_MCP_URL, SEALER_TEST_MCP_URL_SHORT and SEALER_TEST_MCP_URL_LEGACY are unset: run through e2e/typescript_test.go");
 
 // connect returns a client on the 2026-07-28 wire with a bearer token (or
 // none); auto answers elicitations from answers and fulfils the rounds
@@ -116,4 +118,27 @@ test("a tampered state is refused", { skip }, async (t) => {
   const args = { location: "Paris" };
   const state = await firstRound(client, "get_weather", args);
   await refused(retry(client, "get_weather", args, state + "-TAMPERED", "units", { units: "celsius" }));
+});
+
+// The official client sends no batches: this one is posted as raw JSON, as
+// an attacker would, on the 2025-era path (no MCP-Protocol-Version). Two
+// tools/call share an id: the first with the arguments the one-time state
+// was sealed for, the second with other arguments and the state. Were the
+// second bound to the first's arguments, it would pay 1000 and spend the
+// state; it is refused, and the state still pays what it was issued for.
+test("a JSON-RPC batch repeating an id cannot spend a state on other arguments", { skip }, async (t) => {
+  const client = await connect(t, legacyURL, "");
+  const state = await firstRound(client, "approve_payment", { amount: 1 });
+  const call = (amount, extra) => ({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "approve_payment", arguments: { amount }, ...extra } });
+  const res = await fetch(legacyURL, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    body: JSON.stringify([call(1), call(1000, { requestState: state, inputResponses: { approve: { action: "accept", content: { ok: true } } } })]),
+  });
+  const answer = await res.text();
+  assert.equal(res.status, 200, answer);
+  assert.match(answer, /"id":7/, "the server served the batch");
+  assert.doesNotMatch(answer, /Paid/);
+  const paid = await retry(client, "approve_payment", { amount: 1 }, state, "approve", { ok: true });
+  assert.equal(text(paid), "Paid 1.00");
 });
