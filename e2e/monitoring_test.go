@@ -39,7 +39,9 @@ func promqlCheck(t *testing.T) string {
 // labelDomains are the values each label the sealer sets may take: the
 // checker refuses a matcher naming another value, and a scrape holding one.
 func labelDomains() []string {
-	reasons := []string{"OK"}
+	// OK, the ErrorInfo reasons, and the codes of calls gRPC itself cut
+	// short (server.statusOf).
+	reasons := []string{"OK", "Canceled", "DeadlineExceeded"}
 	for _, name := range sealerv1.Reason_name {
 		if name != "REASON_UNSPECIFIED" {
 			reasons = append(reasons, strings.TrimPrefix(name, "REASON_"))

@@ -58,7 +58,7 @@ ensure_promtool() {
   export SEALER_TEST_PROMTOOL="$cache_dir/promtool-v0.316.0-$sum"
   export SEALER_TEST_PROMQLCHECK="$cache_dir/promqlcheck-v0.316.0-$sum"
   if [ ! -x "$SEALER_TEST_PROMTOOL" ] || [ ! -x "$SEALER_TEST_PROMQLCHECK" ]; then
-    echo "building promtool and promqlcheck once (about 6 minutes on 2 cores) into $cache_dir"
+    echo "building promtool and promqlcheck once (about 7 CPU-minutes: 4 to 12 minutes on 2 cores) into $cache_dir"
     mkdir -p "$cache_dir"
     (cd tools/promtool &&
       CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_PROMTOOL.tmp" github.com/prometheus/prometheus/cmd/promtool &&

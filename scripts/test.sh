@@ -15,6 +15,14 @@ ensure_vault
 step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
 ensure_node
 
+step "promtool and promqlcheck from the pinned Prometheus module (tools/promtool), cached"
+ensure_promtool
+
+step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests"
+"$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
+"$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
+(cd tools/promtool && go vet ./... && go test -count=1 ./...)
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 
