@@ -66,5 +66,5 @@ ensure_promtool() {
     mv "$SEALER_TEST_PROMTOOL.tmp" "$SEALER_TEST_PROMTOOL"
     mv "$SEALER_TEST_PROMQLCHECK.tmp" "$SEALER_TEST_PROMQLCHECK"
   fi
-  "$SEALER_TEST_PROMTOOL" --version | head -1
+  go version -m "$SEALER_TEST_PROMTOOL" | grep -E '^\s+(path|mod)\s'
 }

@@ -121,3 +121,19 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDashboard: no dashboard text makes the checker panic, and a problem
+// is always reported for an expression it did not pass.
+func FuzzDashboard(f *testing.F) {
+	f.Add(`{"templating": {"list": [{"type": "query", "name": "t", "query": "label_values(sealer_ready, job)"}]}, "panels": [{"targets": [{"refId": "A", "expr": "sealer_ready{job=~\"$t\"}[$__rate_interval]"}]}]}`)
+	f.Add(`{"panels": [{"panels": [{"targets": [{"expr": "sum by (x) (${y:regex})"}]}]}]}`)
+	f.Add(`{"templating": {"list": [{"type": "query", "name": "t", "query": {"query": "label_values(, )"}}]}}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		c, out := newChecker(t, map[string][]string{"reason": {"OK"}})
+		before := c.exprs
+		c.dashboard("fuzz", []byte(body))
+		if c.exprs > before && c.problems == 0 && !strings.Contains(out.String(), "ok   fuzz") {
+			t.Fatalf("expressions checked with no problem and no ok line: %s", out)
+		}
+	})
+}
