@@ -126,3 +126,46 @@ func TestMonitoring_EveryExpressionNamesLiveSeries(t *testing.T) {
 		t.Fatalf("a rule naming a missing series passed: %v\n%s", err, out)
 	}
 }
+
+var (
+	alertRule  = regexp.MustCompile(`(?m)^\s+- alert: (\S+)\n(?:\s+.*\n)*?\s+runbook_url: (\S+)$`)
+	runbookURL = "https://github.com/mcp-sealer/sealer/blob/main/docs/RUNBOOK.md#"
+)
+
+// TestMonitoring_EveryAlertHasItsRunbookSection: each alert's runbook_url
+// is the anchor of a section of docs/RUNBOOK.md named after the alert, and
+// each section there belongs to an alert.
+func TestMonitoring_EveryAlertHasItsRunbookSection(t *testing.T) {
+	rules, err := os.ReadFile(monitoringFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^## (\S+)$`).FindAllStringSubmatch(string(runbook), -1) {
+		sections[m[1]] = true
+	}
+	alerts := map[string]bool{}
+	for _, m := range alertRule.FindAllStringSubmatch(string(rules), -1) {
+		name, url := m[1], m[2]
+		alerts[name] = true
+		if url != runbookURL+strings.ToLower(name) {
+			t.Errorf("%s: runbook_url %s; want %s%s", name, url, runbookURL, strings.ToLower(name))
+		}
+		if !sections[name] {
+			t.Errorf("%s: docs/RUNBOOK.md has no section \"## %s\"", name, name)
+		}
+	}
+	if n := strings.Count(string(rules), "- alert: "); len(alertRule.FindAllString(string(rules), -1)) != n || n == 0 {
+		t.Errorf("%d alerts in the rules, %d with a runbook_url", n, len(alertRule.FindAllString(string(rules), -1)))
+	}
+	for s := range sections {
+		if !alerts[s] {
+			t.Errorf("docs/RUNBOOK.md section %q names no alert", s)
+		}
+	}
+	t.Logf("%d alerts and %d runbook sections checked", len(alerts), len(sections))
+}
