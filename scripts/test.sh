@@ -67,3 +67,6 @@ go test -race -count=1 ./...
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
 (cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
+
+step "alerting rules and dashboard against a live /metrics (promqlcheck; also run above, here with its log)"
+(cd e2e && go test -count=1 -v -run 'TestMonitoring_' ./...)
