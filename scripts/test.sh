@@ -24,6 +24,14 @@ ensure_node
 step "the TypeScript MCP server behind sealer-proxy in the e2e tests (npm ci)"
 ensure_ts_naive_server
 
+step "promtool and promqlcheck from the pinned Prometheus module (tools/promtool), cached"
+ensure_promtool
+
+step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests"
+"$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
+"$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
+(cd tools/promtool && go vet ./... && go test -count=1 ./...)
+
 step "buf lint"
 go tool -modfile=tools/go.mod buf lint
 
@@ -84,10 +92,10 @@ go test -race -count=1 ./...
 (cd client/gosdk && go test -race -count=1 ./...)
 # The tests whose figures the README and the issues quote run verbosely in
 # the next step, so that their lines are in the CI log.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy'
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_'
 (cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
 
-step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals"
+step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals, the rules and dashboard against a live /metrics"
 (cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
