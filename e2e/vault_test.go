@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -234,6 +233,7 @@ type proxy struct {
 	l            net.Listener
 	conns        map[net.Conn]bool
 	stalled      chan struct{} // non-nil while stalled: closed to resume
+	refusing     bool          // down: accepted connections are closed at once
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -250,7 +250,7 @@ func newDelayProxy(t *testing.T, target string, delay time.Duration) *proxy {
 	}
 	p := &proxy{addr: l.Addr().String(), target: target, delay: delay, conns: map[net.Conn]bool{}}
 	p.serve(l)
-	t.Cleanup(func() { p.resume(); p.down() })
+	t.Cleanup(func() { p.resume(); p.down(); l.Close() })
 	return p
 }
 
@@ -263,6 +263,13 @@ func (p *proxy) serve(l net.Listener) {
 			c, err := l.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			refusing := p.refusing
+			p.mu.Unlock()
+			if refusing {
+				c.Close() // down: every connection ends at once
+				continue
 			}
 			go p.pipe(c)
 		}
@@ -347,22 +354,19 @@ func (p *proxy) resume() {
 func (p *proxy) down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.l != nil {
-		p.l.Close()
-		p.l = nil
-	}
+	p.refusing = true
 	for c := range p.conns {
 		c.Close()
 	}
 	clear(p.conns)
 }
 
+// up serves again. The listener stays open while down (connections are
+// closed at once instead), so no other process can take its port meanwhile.
 func (p *proxy) up() {
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		panic(errors.Join(errors.New("proxy: listen again"), err))
-	}
-	p.serve(l)
+	p.mu.Lock()
+	p.refusing = false
+	p.mu.Unlock()
 }
 
 // TestVault_TokenFileReadAgain: a token file kept fresh by something else
