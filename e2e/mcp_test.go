@@ -37,6 +37,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // and answers elicitations from answers, keyed by the requested field.
 func mcpSession(t *testing.T, url, token string, auto bool, answers map[string]string) *mcp.ClientSession {
 	t.Helper()
+	return mcpSessionOver(t, url, &http.Client{Transport: bearer{token}, Timeout: 10 * time.Second}, auto, answers)
+}
+
+// mcpSessionOver is mcpSession over a given HTTP client (its credentials:
+// a header, a client certificate).
+func mcpSessionOver(t *testing.T, url string, client *http.Client, auto bool, answers map[string]string) *mcp.ClientSession {
+	t.Helper()
 	opts := &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			content := map[string]any{}
@@ -52,8 +59,7 @@ func mcpSession(t *testing.T, url, token string, auto bool, answers map[string]s
 		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "sealer-e2e", Version: "1"}, opts)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url,
-		HTTPClient: &http.Client{Transport: bearer{token}, Timeout: 10 * time.Second}}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -207,6 +207,55 @@ func TestProxy_R3_StateOfAnotherPrincipalNeverReachesUpstream(t *testing.T) {
 	}
 }
 
+// header sets one header on every request of an MCP client: the identity
+// an authenticating proxy in front of sealer-proxy vouches for.
+type header struct{ name, value string }
+
+func (h header) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestProxy_R3_PrincipalFromAHeaderOrACertificate: with the principal taken
+// from a trusted header, or from the caller's client certificate, a state
+// replayed by another caller never reaches the upstream, and its owner's
+// retry does.
+func TestProxy_R3_PrincipalFromAHeaderOrACertificate(t *testing.T) {
+	s := start(t, t.TempDir())
+	args, units := map[string]any{"location": "Paris"}, map[string]any{"units": "celsius"}
+	check := func(t *testing.T, up naive, alice, mallory *mcp.ClientSession) {
+		t.Helper()
+		state := firstRound(t, alice, "get_weather", args)
+		refusedBeforeUpstream(t, up, "replayed by another caller", func() (*mcp.CallToolResult, error) {
+			return retry(mallory, "get_weather", args, state, "units", units)
+		})
+		if r, err := retry(alice, "get_weather", args, state, "units", units); err != nil || resultText(t, r) != "Weather in Paris: 21 degrees CELSIUS" {
+			t.Fatalf("the owner's retry: got %+v, %v", r, err)
+		}
+	}
+	t.Run("trusted header", func(t *testing.T) {
+		up := startNaive(t)
+		url := startProxy(t, s, up.url, "--principal", "header", "--principal-header-name", "X-Authenticated-User")
+		as := func(who string) *mcp.ClientSession {
+			return mcpSessionOver(t, url, &http.Client{Transport: header{"X-Authenticated-User", who}, Timeout: 10 * time.Second}, false, nil)
+		}
+		check(t, up, as("alice"), as("mallory"))
+	})
+	t.Run("client certificate", func(t *testing.T) {
+		p := newPKI(t)
+		up := startNaive(t)
+		url := strings.Replace(startProxy(t, s, up.url, "--principal", "cert", "--tls-cert", p.server.CertFile,
+			"--tls-key", p.server.KeyFile, "--tls-client-ca", p.ca.CertFile), "http://", "https://", 1)
+		as := func(who string) *mcp.ClientSession {
+			cert := p.ca.Client(t, who, []string{"spiffe://example.org/" + who}, nil)
+			tr := &http.Transport{TLSClientConfig: p.tlsConfig(t, &cert), ForceAttemptHTTP2: true}
+			return mcpSessionOver(t, url, &http.Client{Transport: tr, Timeout: 10 * time.Second}, false, nil)
+		}
+		check(t, up, as("alice"), as("mallory"))
+	})
+}
+
 func TestProxy_R5_StateOnOtherArgumentsNeverReachesUpstream(t *testing.T) {
 	s := start(t, t.TempDir())
 	up := startNaive(t)
