@@ -92,10 +92,10 @@ go test -race -count=1 ./...
 (cd client/gosdk && go test -race -count=1 ./...)
 # The tests whose figures the README and the issues quote run verbosely in
 # the next step, so that their lines are in the CI log.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_'
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript'
 (cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
 
-step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals, the rules and dashboard against a live /metrics"
+step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 (cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
