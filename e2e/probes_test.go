@@ -252,3 +252,38 @@ func indexOf(s []string, v string) int {
 	}
 	return -1
 }
+
+// TestShutdown_AHealthWatcherDoesNotHoldTheDrain: a client watching gRPC
+// health sees NOT_SERVING when the sealer starts shutting down, and its
+// stream ends when the listeners stop, so the drain does not wait for it
+// until the grace runs out (which would cut in-flight calls short).
+func TestShutdown_AHealthWatcherDoesNotHoldTheDrain(t *testing.T) {
+	p := start(t, t.TempDir(), "--shutdown-delay", "500ms", "--shutdown-grace", "10s")
+	stream, err := healthpb.NewHealthClient(dialGRPC(t, p.GRPC)).Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "sealer.v1.Sealer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := stream.Recv(); err != nil || first.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first watch answer: %v, %v; want SERVING", first, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	var seen []healthpb.HealthCheckResponse_ServingStatus
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			break // the stream ended with the server
+		}
+		seen = append(seen, resp.Status)
+	}
+	<-p.exited
+	if len(seen) == 0 || seen[len(seen)-1] != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("the watcher saw %v after SIGTERM; want NOT_SERVING", seen)
+	}
+	waitFor(t, `the "stopped" log line`, 5*time.Second, func() bool { return strings.Contains(p.logs.String(), `"msg":"stopped"`) })
+	if strings.Contains(p.logs.String(), "drain cut short") {
+		t.Fatal("the drain was cut short: the watch stream held it for the whole grace")
+	}
+	if p.exitErr != nil {
+		t.Fatalf("exit: %v, want 0", p.exitErr)
+	}
+}

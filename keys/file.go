@@ -17,15 +17,16 @@ const maxFileSize = 1 << 20
 
 // ErrFilePermissions means a key file is readable or writable by others
 // than its owner (and its group, when that is the process's own).
-var ErrFilePermissions = errors.New("keys: key file must not be accessible by group or others (chmod 600)")
+var ErrFilePermissions = errors.New("keys: key file must belong to this user (or root) and be accessible by nobody else (chmod 600)")
 
-// private reports whether only the owner may read a file, or also its group
-// when that group is this process's own (a Kubernetes Secret mounted with
-// the pod's fsGroup is 0440 of that group); nobody else may read it, and
-// nobody but the owner may write it.
+// private reports whether a file belongs to this process's user (or root),
+// and only its owner may read it, or also its group when that group is this
+// process's own (a Kubernetes Secret mounted with the pod's fsGroup is 0440
+// of that group); nobody else may read it, and nobody but the owner may
+// write it.
 func private(fi fs.FileInfo) bool {
 	perm := fi.Mode().Perm()
-	if perm&0o040 != 0 && !ownGroup(fi) {
+	if !ownedWell(fi) || perm&0o040 != 0 && !ownGroup(fi) {
 		return false
 	}
 	return perm&0o037 == 0
@@ -101,6 +102,11 @@ func GenerateFile(path string, now time.Time) error {
 // is Activation old on every replica that reads the file. It replaces the
 // file atomically and returns the new version.
 func AddVersion(path string, now time.Time) (uint32, error) {
+	unlock, err := lock(path)
+	if err != nil {
+		return 0, fmt.Errorf("keys: %v", err)
+	}
+	defer unlock()
 	doc, err := readFileJSON(path)
 	if err != nil {
 		return 0, err
@@ -112,8 +118,8 @@ func AddVersion(path string, now time.Time) (uint32, error) {
 	}
 	doc.Sealing = 0
 	doc.Keys = append(doc.Keys, newFileKey(id+1, now))
-	tmp := path + ".new"
-	os.Remove(tmp) // a leftover of a failed run; O_EXCL then sets the mode
+	tmp := path + ".new" // under the lock, no other run writes it
+	os.Remove(tmp)       // a leftover of a failed run; O_EXCL then sets the mode
 	if err := writeFile(tmp, doc); err != nil {
 		return 0, err
 	}

@@ -196,6 +196,47 @@ func TestFile_RefusesAFileReadableByAnotherGroup(t *testing.T) {
 	if _, err := (keys.File{Path: path}).Load(context.Background()); err != nil {
 		t.Fatalf("the same file readable by its owner only: %v", err)
 	}
+	if os.Geteuid() == 0 {
+		// A file another user owns (and so may have written) is refused.
+		os.Chown(path, 4242, -1)
+		if _, err := (keys.File{Path: path}).Load(context.Background()); !errors.Is(err, keys.ErrFilePermissions) {
+			t.Fatalf("a key file owned by another user: %v, want ErrFilePermissions", err)
+		}
+	}
+}
+
+// TestFile_AddVersionConcurrently: versions added at once are all kept,
+// each with its own number.
+func TestFile_AddVersionConcurrently(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := keys.GenerateFile(path, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	got := make(chan uint32, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			v, err := keys.AddVersion(path, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- v
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint32]bool{}
+	for v := range got {
+		seen[v] = true
+	}
+	r, err := keys.File{Path: path}.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n || len(r.Versions()) != n+1 {
+		t.Fatalf("%d distinct versions reported, %d in the file; want %d and %d", len(seen), len(r.Versions()), n, n+1)
+	}
 }
 
 func TestFile_Load(t *testing.T) {

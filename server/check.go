@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/keys/vault"
+	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
 // Check validates cfg as New would, without serving and without writing
@@ -23,6 +26,19 @@ func Check(ctx context.Context, cfg Config) error {
 	}
 	if kind, ok := keySources[cfg.Keys]; ok && kind.check(cfg) == nil {
 		errs = append(errs, checkKeys(ctx, cfg, discard))
+	}
+	if redis.IsURL(cfg.Ledger) {
+		// Built, not connected: the URL, the password and CA files.
+		if r, err := redis.New(redisOptions(cfg)); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Close()
+		}
+	}
+	if cfg.AuditLog != "" {
+		if st, err := os.Stat(filepath.Dir(cfg.AuditLog)); err != nil || !st.IsDir() {
+			errs = append(errs, fmt.Errorf("audit-log %s: its directory does not exist", cfg.AuditLog))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -45,8 +61,14 @@ func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if o.login != nil {
-		if _, err := o.login.Login(ctx); err != nil {
+		secret, err := o.login.Login(ctx)
+		if err != nil {
 			return err
+		}
+		if _, given := o.login.Method.(vault.TokenFile); o.login.Method != nil && !given && secret != nil {
+			// The check's own login (AppRole, Kubernetes) made a token: revoke
+			// it when done, so that checks leave no tokens behind.
+			defer o.login.Client.Auth().Token().RevokeSelfWithContext(context.WithoutCancel(ctx), "")
 		}
 	}
 	if _, err := o.src.Load(ctx); err != nil {

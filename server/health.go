@@ -48,6 +48,9 @@ type readiness struct {
 }
 
 func (r *readiness) current() error {
+	if r.draining.Load() {
+		return errShuttingDown // whatever an evaluation in flight stores
+	}
 	if p := r.answer.Load(); p != nil {
 		return *p
 	}
@@ -126,3 +129,34 @@ func (r *readiness) handle(mux *http.ServeMux, ledgerName string) {
 		w.Write([]byte("ready\n" + ledger))
 	})
 }
+
+// drainingHealth is the health service, with Watch streams that end when the
+// listeners stop: a client watching health (instead of the grpc-go balancer,
+// which lets go on GOAWAY) would otherwise hold the graceful stop for the
+// whole grace, and in-flight calls would be cut.
+type drainingHealth struct {
+	*health.Server
+	stopping <-chan struct{}
+}
+
+func (h drainingHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return h.Server.Watch(req, watchStream{stream, ctx})
+}
+
+// watchStream is a Watch stream with a context that ends when the server
+// stops.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (s watchStream) Context() context.Context { return s.ctx }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -53,6 +54,10 @@ type openedSource struct {
 	tasks  []func(context.Context) error
 	report func(error)
 	login  *vault.Login
+	// tried is closed once the first login was tried: the first load waits
+	// for it, so that it does not run without a token and ask for a second
+	// login. Nil: no login to wait for.
+	tried <-chan struct{}
 }
 
 // keySources are the key sources --keys names, in the one table that both
@@ -101,7 +106,18 @@ func openKeys(ctx context.Context, cfg Config, log *slog.Logger, tr *tracing) (*
 			return nil, err
 		}
 	}
-	ks.tasks = append(o.tasks, ks.Run)
+	refresh := ks.Run
+	if o.tried != nil {
+		refresh = func(ctx context.Context) error {
+			select {
+			case <-o.tried:
+			case <-ctx.Done():
+				return nil
+			}
+			return ks.Run(ctx)
+		}
+	}
+	ks.tasks = append(o.tasks, refresh)
 	return ks, nil
 }
 
@@ -141,14 +157,16 @@ func openVault(ctx context.Context, cfg Config, log *slog.Logger) (openedSource,
 			})
 		})
 	}
+	tried := make(chan struct{})
 	run := func(ctx context.Context) error {
 		first, err := login.Login(ctx)
+		close(tried)
 		if err != nil {
 			log.Warn("vault login failed; retrying", "cause", err.Error())
 		}
 		return login.Run(ctx, first)
 	}
-	return openedSource{src: src, tasks: append(tasks, run), report: report, login: login}, nil
+	return openedSource{src: src, tasks: append(tasks, run), report: report, login: login, tried: tried}, nil
 }
 
 // keyFile returns the configured key file, or the data directory's,
@@ -233,13 +251,24 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 	return client, login, nil
 }
 
+// maxSecretFile bounds how much of a credential file is read.
+const maxSecretFile = 64 << 10
+
 func readSecretFile(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("no file given")
 	}
-	b, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return "", err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxSecretFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxSecretFile {
+		return "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretFile)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

@@ -45,14 +45,19 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 		return &openedLedger{Ledger: b, ping: func(context.Context) error { return nil }, run: sweep, name: "embedded", close: b.Close}, nil
 	}
 	goredis.SetLogger(redisLogger{log})
-	r, err := redis.New(redis.Options{
-		URL: cfg.Ledger, PasswordFile: cfg.LedgerPasswordFile, CAFile: cfg.LedgerCAFile, Timeout: cfg.LedgerTimeout,
-		Replicas: cfg.LedgerReplicas,
-	})
+	r, err := redis.New(redisOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
 	return &openedLedger{Ledger: r, ping: r.Ping, name: "redis", close: r.Close}, nil
+}
+
+// redisOptions are the Redis ledger's options of cfg.
+func redisOptions(cfg Config) redis.Options {
+	return redis.Options{
+		URL: cfg.Ledger, PasswordFile: cfg.LedgerPasswordFile, CAFile: cfg.LedgerCAFile, Timeout: cfg.LedgerTimeout,
+		Replicas: cfg.LedgerReplicas,
+	}
 }
 
 // redisLogger sends go-redis's own messages (connection pool trouble) to the

@@ -107,7 +107,7 @@ func (s *Server) openParts(ctx context.Context) error {
 		return err
 	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: time.Now, log: s.log,
-		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace}
+		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
 	if s.cfg.MaxInFlight > 0 {
 		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
 	}
@@ -194,6 +194,7 @@ func (s *Server) shutdown() {
 	s.log.Info("not ready: shutting down", "delay", s.cfg.ShutdownDelay.String())
 	time.Sleep(s.cfg.ShutdownDelay)
 	s.log.Info("draining", "grace", s.cfg.ShutdownGrace.String())
+	close(s.svc.stopping) // health Watch streams end
 	drain(s.http, s.grpc, s.cfg.ShutdownGrace, s.log)
 }
 
@@ -343,7 +344,7 @@ func (s *service) grpcServer(opts ...grpc.ServerOption) (*grpc.Server, *health.S
 	)...)
 	sealerv1.RegisterSealerServer(gs, s)
 	hs := health.NewServer() // readiness sets its statuses
-	healthpb.RegisterHealthServer(gs, hs)
+	healthpb.RegisterHealthServer(gs, drainingHealth{hs, s.stopping})
 	reflection.Register(gs)
 	return gs, hs
 }

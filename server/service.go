@@ -50,6 +50,7 @@ type service struct {
 	metrics  *metrics
 	refusals *sampledLog
 	trace    *tracing
+	stopping chan struct{} // closed when the listeners stop accepting
 }
 
 // Seal implements sealerv1.SealerServer.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -76,6 +77,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
+		if cmd, ok := commands[at(args, 1)]; ok { // sealer help keygen
+			return cmd([]string{"--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return flag.ErrHelp
 	case "-version", "--version":
@@ -86,6 +90,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
 	return cmd(args[1:], stdout, stderr)
+}
+
+// isHelp reports whether an argument asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// at returns args[i], or "" past its end.
+func at(args []string, i int) string {
+	if i < len(args) {
+		return args[i]
+	}
+	return ""
 }
 
 // newFlags returns the flag set of a command whose help is the usage line,
@@ -114,9 +129,12 @@ func parse(fs *flag.FlagSet, args []string, want int) error {
 	fs.Usage = func() {} // the flag package calls it on every error; only help prints it
 	err := fs.Parse(args)
 	fs.Usage = help
+	if err == nil && slices.ContainsFunc(fs.Args(), isHelp) {
+		err = flag.ErrHelp // asked for after the arguments, or after --
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		help()
-		return err
+		return flag.ErrHelp
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %v (sealer %s --help)", fs.Name(), err, fs.Name())

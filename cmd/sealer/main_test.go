@@ -24,7 +24,9 @@ func TestHelp_EveryCommandPrintsHelpAndActsNot(t *testing.T) {
 			runs = append(runs, []string{name, h})
 		}
 	}
-	runs = append(runs, []string{"keygen", "--add", "--help"}, []string{"serve", "--grpc-addr", "127.0.0.1:0", "-h"})
+	runs = append(runs, []string{"keygen", "--add", "--help"}, []string{"serve", "--grpc-addr", "127.0.0.1:0", "-h"},
+		[]string{"keygen", "k.json", "--help"}, []string{"keygen", "--", "--help"}, []string{"inspect", "STATE", "-h"},
+		[]string{"help", "keygen"}, []string{"help", "check-config"})
 	for _, args := range runs {
 		var stdout, stderr bytes.Buffer
 		err := run(args, &stdout, &stderr)
@@ -108,11 +110,13 @@ func TestCheckConfig(t *testing.T) {
 	os.WriteFile(tenants, []byte("tenants: [{name: x, nonsense: 1}]\n"), 0o600)
 	out.Reset()
 	err := run([]string{"check-config", "--data-dir", dir, "--max-ttl", "1s", "--grpc-addr", "nonsense",
-		"--tenants", tenants, "--key-file", filepath.Join(dir, "missing.json")}, &out, &out)
+		"--tenants", tenants, "--key-file", filepath.Join(dir, "missing.json"),
+		"--ledger", "redis://127.0.0.1:1/0", "--ledger-password-file", filepath.Join(dir, "no-password"),
+		"--audit-log", filepath.Join(dir, "no-dir", "audit.log")}, &out, &out)
 	if err == nil {
 		t.Fatal("check-config accepted a broken configuration")
 	}
-	for _, want := range []string{"default-ttl", "grpc-addr", "tenants", "missing.json"} {
+	for _, want := range []string{"default-ttl", "grpc-addr", "tenants", "missing.json", "no-password", "audit-log"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the problems %q do not name %q", err, want)
 		}

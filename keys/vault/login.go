@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +26,18 @@ type Login struct {
 	Method vaultapi.AuthMethod
 	// Report receives login and renewal failures; never a token.
 	Report func(error)
-	// Retry is the pause after a failed login; one second when zero.
+	// Retry is the first pause after a failed login, one second when zero;
+	// it doubles after each failure up to maxRetry, with jitter, so that a
+	// fleet never hammers Vault into locking its role out.
 	Retry time.Duration
 
+	once    sync.Once
 	relogin chan struct{}
 	ok      atomic.Bool
 }
+
+// maxRetry bounds the pause between failed logins.
+const maxRetry = time.Minute
 
 // OK reports whether the last login or renewal succeeded and no denial
 // came since.
@@ -44,9 +53,7 @@ func (l *Login) Relogin() {
 }
 
 func (l *Login) kick() chan struct{} {
-	if l.relogin == nil {
-		l.relogin = make(chan struct{}, 1)
-	}
+	l.once.Do(func() { l.relogin = make(chan struct{}, 1) })
 	return l.relogin
 }
 
@@ -76,8 +83,11 @@ func (l *Login) login(ctx context.Context) (*vaultapi.Secret, error) {
 	return s, nil
 }
 
-// Run logs in (call Login first to start logged in) and keeps the token
-// alive until ctx is done; it then returns nil.
+// Run keeps the token alive until ctx is done, then returns nil. Call
+// Login first and pass its secret (nil if it failed): a failed login is
+// tried again after Retry, doubling up to a minute; a token whose renewal
+// ends, or that Vault denies (Relogin), is replaced by a new login after
+// the same pause.
 func (l *Login) Run(ctx context.Context, first *vaultapi.Secret) error {
 	retry := l.Retry
 	if retry <= 0 {
@@ -88,8 +98,23 @@ func (l *Login) Run(ctx context.Context, first *vaultapi.Secret) error {
 		report = func(error) {}
 	}
 	relogin := l.kick()
-	secret := first
+	secret, pause := first, retry
+	again := l.Method != nil && !l.OK() // the first login failed
 	for {
+		if again {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(pause/2 + rand.N(pause/2+1)):
+			}
+			var err error
+			if secret, err = l.Login(ctx); err != nil {
+				report(err)
+				pause = min(2*pause, maxRetry)
+				continue
+			}
+			again, pause = false, retry
+		}
 		if secret == nil || secret.Auth == nil || !secret.Auth.Renewable {
 			// Nothing to renew: wait for a denial or the end.
 			select {
@@ -109,15 +134,7 @@ func (l *Login) Run(ctx context.Context, first *vaultapi.Secret) error {
 			report(errors.New("keys: vault token can no longer be renewed and no login method is configured"))
 			continue
 		}
-		var err error
-		for secret, err = l.Login(ctx); err != nil; secret, err = l.Login(ctx) {
-			report(err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(retry):
-			}
-		}
+		again = true
 	}
 }
 
@@ -167,11 +184,18 @@ func (f TokenFile) Login(ctx context.Context, c *vaultapi.Client) (*vaultapi.Sec
 	if err != nil {
 		return nil, err
 	}
-	if tc, err := c.Clone(); err == nil {
-		tc.SetToken(token)
-		if s, err := tc.Auth().Token().RenewSelfWithContext(ctx, 0); err == nil && s != nil && s.Auth != nil && s.Auth.ClientToken == token {
-			return s, nil
-		}
+	tc, err := c.Clone()
+	if err != nil {
+		return nil, fmt.Errorf("keys: vault client: %v", err)
+	}
+	tc.SetToken(token)
+	// The token must be one Vault accepts: a revoked or expired one is a
+	// failed login, so that the login state says so and Run tries again.
+	if _, err := tc.Auth().Token().LookupSelfWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("keys: vault token file %s: the token is not accepted: %w", f.Path, denied(err))
+	}
+	if s, err := tc.Auth().Token().RenewSelfWithContext(ctx, 0); err == nil && s != nil && s.Auth != nil && s.Auth.ClientToken == token {
+		return s, nil
 	}
 	return &vaultapi.Secret{Auth: &vaultapi.SecretAuth{ClientToken: token}}, nil
 }
@@ -197,4 +221,13 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("keys: vault token file %s is empty", path)
 	}
 	return token, nil
+}
+
+// denied turns Vault's 403 into ErrDenied; other errors pass as they are.
+func denied(err error) error {
+	var re *vaultapi.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusForbidden {
+		return ErrDenied
+	}
+	return err
 }
