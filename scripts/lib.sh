@@ -22,19 +22,29 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+# tools_cache is where the tools built from Go modules are kept.
+tools_cache="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
+
+# go_build_once OUT DIR PKG [LDFLAGS] builds the package PKG of the Go module
+# in DIR, static and stripped, into OUT, unless OUT is there already: OUT's
+# name carries the hash of what it is built from, so a changed lock file
+# builds anew. WHAT says what is built, and how long it takes the first time.
+go_build_once() {
+  local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}"
+  [ -x "$out" ] && return 0
+  echo "building ${WHAT:-$pkg} once into $(dirname "$out")"
+  mkdir -p "$(dirname "$out")"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+}
+
 # ensure_vault builds Vault from Go modules (tools/vault) once into the cache
 # directory and exports its path as SEALER_TEST_VAULT.
 ensure_vault() {
-  local sum cache_dir
+  local sum
   sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
-  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
-  export SEALER_TEST_VAULT="$cache_dir/vault-v1.19.5-$sum"
-  if [ ! -x "$SEALER_TEST_VAULT" ]; then
-    echo "building Vault once (about 6 minutes on 2 cores) into $cache_dir"
-    mkdir -p "$cache_dir"
-    (cd tools/vault && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_VAULT.tmp" .)
-    mv "$SEALER_TEST_VAULT.tmp" "$SEALER_TEST_VAULT"
-  fi
+  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-$sum"
+  WHAT="Vault (about 6 minutes on 2 cores)" go_build_once "$SEALER_TEST_VAULT" tools/vault .
   "$SEALER_TEST_VAULT" version
 }
 
@@ -54,16 +64,10 @@ ensure_node() {
 # (tools/otelcol) once into the cache directory and exports its path as
 # SEALER_TEST_OTELCOL, for the tracing test.
 ensure_otelcol() {
-  local sum cache_dir
+  local sum
   sum=$(sha256sum tools/otelcol/go.sum tools/otelcol/go.mod tools/otelcol/main.go | sha256sum | cut -c1-12)
-  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
-  export SEALER_TEST_OTELCOL="$cache_dir/otelcol-v0.165.0-$sum"
-  if [ ! -x "$SEALER_TEST_OTELCOL" ]; then
-    echo "building the OpenTelemetry Collector once (about 3 minutes on 2 cores) into $cache_dir"
-    mkdir -p "$cache_dir"
-    (cd tools/otelcol && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_OTELCOL.tmp" .)
-    mv "$SEALER_TEST_OTELCOL.tmp" "$SEALER_TEST_OTELCOL"
-  fi
+  export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$sum"
+  WHAT="the OpenTelemetry Collector (about 3 minutes on 2 cores)" go_build_once "$SEALER_TEST_OTELCOL" tools/otelcol .
   "$SEALER_TEST_OTELCOL" --version
 }
 
@@ -86,18 +90,11 @@ ensure_podman() {
 # ensure_helm builds Helm from Go modules (tools/helm) once into the cache
 # directory and exports its path as SEALER_TEST_HELM.
 ensure_helm() {
-  local sum cache_dir
+  local sum
   sum=$(sha256sum tools/helm/go.sum tools/helm/go.mod | sha256sum | cut -c1-12)
-  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
-  export SEALER_TEST_HELM="$cache_dir/helm-v3.22.0-$sum"
-  if [ ! -x "$SEALER_TEST_HELM" ]; then
-    echo "building Helm once (about 2 to 7 minutes on 2 cores) into $cache_dir"
-    mkdir -p "$cache_dir"
-    (cd tools/helm && CGO_ENABLED=0 go build -trimpath \
-      -ldflags '-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0' \
-      -o "$SEALER_TEST_HELM.tmp" helm.sh/helm/v3/cmd/helm)
-    mv "$SEALER_TEST_HELM.tmp" "$SEALER_TEST_HELM"
-  fi
+  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$sum"
+  WHAT="Helm (about 2 to 7 minutes on 2 cores)" go_build_once "$SEALER_TEST_HELM" tools/helm helm.sh/helm/v3/cmd/helm \
+    '-X helm.sh/helm/v3/internal/version.version=v3.22.0'
   "$SEALER_TEST_HELM" version --short
 }
 
@@ -124,19 +121,12 @@ ensure_kube_schemas() {
 # module (tools/promtool) once into the cache directory, and exports their
 # paths as SEALER_TEST_PROMTOOL and SEALER_TEST_PROMQLCHECK.
 ensure_promtool() {
-  local sum cache_dir
+  local sum
   sum=$(cat tools/promtool/go.sum tools/promtool/go.mod tools/promtool/promqlcheck/main.go | sha256sum | cut -c1-12)
-  cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
-  export SEALER_TEST_PROMTOOL="$cache_dir/promtool-v0.316.0-$sum"
-  export SEALER_TEST_PROMQLCHECK="$cache_dir/promqlcheck-v0.316.0-$sum"
-  if [ ! -x "$SEALER_TEST_PROMTOOL" ] || [ ! -x "$SEALER_TEST_PROMQLCHECK" ]; then
-    echo "building promtool and promqlcheck once (about 7 CPU-minutes: 4 to 12 minutes on 2 cores) into $cache_dir"
-    mkdir -p "$cache_dir"
-    (cd tools/promtool &&
-      CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_PROMTOOL.tmp" github.com/prometheus/prometheus/cmd/promtool &&
-      CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$SEALER_TEST_PROMQLCHECK.tmp" ./promqlcheck)
-    mv "$SEALER_TEST_PROMTOOL.tmp" "$SEALER_TEST_PROMTOOL"
-    mv "$SEALER_TEST_PROMQLCHECK.tmp" "$SEALER_TEST_PROMQLCHECK"
-  fi
+  export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-$sum"
+  export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$sum"
+  WHAT="promtool (about 7 CPU-minutes: 4 to 12 minutes on 2 cores)" go_build_once "$SEALER_TEST_PROMTOOL" tools/promtool \
+    github.com/prometheus/prometheus/cmd/promtool
+  WHAT="promqlcheck" go_build_once "$SEALER_TEST_PROMQLCHECK" tools/promtool ./promqlcheck
   go version -m "$SEALER_TEST_PROMTOOL" | grep -E '^\s+(path|mod)\s'
 }
