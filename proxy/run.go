@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 )
 
 // Run dials the sealer, serves the MCP endpoint and the admin endpoints,
@@ -135,11 +136,11 @@ func dialSealer(cfg Config) (*grpc.ClientConn, error) {
 		return nil, errors.New("sealer-cert needs sealer-ca (TLS)")
 	}
 	if cfg.SealerTokenFile != "" {
-		data, err := os.ReadFile(cfg.SealerTokenFile)
+		data, err := secretfile.Read(cfg.SealerTokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("sealer-token-file: %v", err)
 		}
-		token := strings.TrimSpace(string(data))
+		token := strings.TrimSpace(data)
 		if token == "" {
 			return nil, fmt.Errorf("sealer-token-file %s is empty", cfg.SealerTokenFile)
 		}

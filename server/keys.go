@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/hashicorp/vault/api/auth/approle"
 	"github.com/hashicorp/vault/api/auth/kubernetes"
 
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/keys/vault"
 )
@@ -251,26 +251,12 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 	return client, login, nil
 }
 
-// maxSecretFile bounds how much of a credential file is read.
-const maxSecretFile = 64 << 10
-
 func readSecretFile(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("no file given")
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxSecretFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxSecretFile {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretFile)
-	}
-	return strings.TrimSpace(string(b)), nil
+	s, err := secretfile.Read(path)
+	return strings.TrimSpace(s), err
 }
 
 // onChange calls changed whenever the file at path changes (its modification

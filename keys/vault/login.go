@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 )
 
 // Login keeps a Vault client logged in: it logs in with Method (AppRole,
@@ -172,9 +172,6 @@ type TokenFile struct{ Path string }
 
 var _ vaultapi.AuthMethod = TokenFile{}
 
-// maxTokenFile bounds how much of a token file is read.
-const maxTokenFile = 64 << 10
-
 // Login implements vaultapi.AuthMethod. A renewable token comes back with
 // its lease, for Login.Run to keep renewed; when renewal fails (a token that
 // cannot renew, Vault unreachable) it is used as it is until a denial or a
@@ -204,20 +201,12 @@ func (f TokenFile) Login(ctx context.Context, c *vaultapi.Client) (*vaultapi.Sec
 func (f TokenFile) Token() (string, error) { return readToken(f.Path) }
 
 func readToken(path string) (string, error) {
-	fh, err := os.Open(path)
+	s, err := secretfile.Read(path)
 	if err != nil {
 		return "", fmt.Errorf("keys: vault token file: %v", err)
 	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxTokenFile+1))
-	if err != nil {
-		return "", fmt.Errorf("keys: vault token file: %v", err)
-	}
-	token := strings.TrimSpace(string(b))
-	switch {
-	case len(b) > maxTokenFile:
-		return "", fmt.Errorf("keys: vault token file %s is larger than %d bytes", path, maxTokenFile)
-	case token == "":
+	token := strings.TrimSpace(s)
+	if token == "" {
 		return "", fmt.Errorf("keys: vault token file %s is empty", path)
 	}
 	return token, nil

@@ -18,6 +18,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -112,13 +113,13 @@ type passwordFile struct {
 }
 
 func (f *passwordFile) read() error {
-	b, err := os.ReadFile(f.path)
+	s, err := secretfile.Read(f.path)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.last = strings.TrimRight(string(b), "\r\n")
+	f.last = s
 	return nil
 }
 
