@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -262,21 +261,14 @@ func readSecretFile(path string) (string, error) {
 // onChange calls changed whenever the file at path changes (its modification
 // time or size), checking every interval, until ctx is done.
 func onChange(ctx context.Context, path string, every time.Duration, changed func()) error {
-	stamp := func() string {
-		st, err := os.Stat(path)
-		if err != nil {
-			return ""
-		}
-		return fmt.Sprint(st.ModTime().UnixNano(), st.Size())
-	}
-	last := stamp()
+	last := fileStamp(path)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
 		}
-		if now := stamp(); now != last {
+		if now := fileStamp(path); now != last {
 			last = now
 			changed()
 		}

@@ -36,9 +36,14 @@ func newTLSFiles(certFile, keyFile, caFile string, log *slog.Logger, reloaded fu
 }
 
 // stampOf names the current versions of the files.
-func (f *tlsFiles) stampOf() string {
+func (f *tlsFiles) stampOf() string { return fileStamp(f.certFile, f.keyFile, f.caFile) }
+
+// fileStamp names the current versions of files (their modification times
+// and sizes): it changes when one of them does. Empty paths and missing
+// files add nothing.
+func fileStamp(paths ...string) string {
 	s := ""
-	for _, p := range []string{f.certFile, f.keyFile, f.caFile} {
+	for _, p := range paths {
 		if p == "" {
 			continue
 		}
