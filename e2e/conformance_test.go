@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // mrtrScenarios are the 14 input-required-result server scenarios of
@@ -26,10 +28,7 @@ func nodeBin(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("SEALER_TEST_NODE_BIN")
 	if _, err := os.Stat(filepath.Join(dir, "conformance")); dir == "" || err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Node tools (SEALER_TEST_NODE_BIN=%q); scripts/test.sh installs them", dir)
-		}
-		t.Skip("no Node tools: run scripts/test.sh, which installs them and sets SEALER_TEST_NODE_BIN")
+		testenv.Missing(t, "no Node tools (SEALER_TEST_NODE_BIN=%q)", dir)
 	}
 	return dir
 }

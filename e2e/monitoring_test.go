@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -26,14 +27,7 @@ var monitoringFiles = []string{"../deploy/helm/sealer/files/alerts.yaml", "../de
 // module.
 func promqlCheck(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("SEALER_TEST_PROMQLCHECK")
-	if _, err := os.Stat(path); path == "" || err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no promqlcheck (SEALER_TEST_PROMQLCHECK=%q); scripts/test.sh builds it", path)
-		}
-		t.Skip("no promqlcheck: run scripts/test.sh, which builds it and sets SEALER_TEST_PROMQLCHECK")
-	}
-	return path
+	return testenv.File(t, "SEALER_TEST_PROMQLCHECK", "promqlcheck")
 }
 
 // labelDomains are the values each label the sealer sets may take: the

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -26,20 +25,14 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // otelcolBinary returns the OpenTelemetry Collector built by scripts/test.sh,
 // or fails (CI) or skips the test.
 func otelcolBinary(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("SEALER_TEST_OTELCOL")
-	if _, err := os.Stat(bin); bin == "" || err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no OpenTelemetry Collector (SEALER_TEST_OTELCOL=%q); scripts/test.sh builds it", bin)
-		}
-		t.Skip("no OpenTelemetry Collector: run scripts/test.sh, which builds it and sets SEALER_TEST_OTELCOL")
-	}
-	return bin
+	return testenv.File(t, "SEALER_TEST_OTELCOL", "OpenTelemetry Collector")
 }
 
 // spanSink is where the collector exports what it received (OTLP/HTTP):

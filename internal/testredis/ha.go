@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // MasterName is the name the Sentinels of StartSentinel monitor.
@@ -371,10 +373,7 @@ func binaryNamed(t testing.TB, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed; the test command (scripts/test.sh) installs it", name)
-		}
-		t.Skipf("%s is not installed; run scripts/test.sh, which installs it", name)
+		testenv.Missing(t, "%s is not installed", name)
 	}
 	return path
 }

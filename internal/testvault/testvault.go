@@ -16,6 +16,8 @@ import (
 	"time"
 
 	vault "github.com/hashicorp/vault/api"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // SealerPolicy is the minimal Vault policy the README gives the sealer for a
@@ -41,17 +43,7 @@ type Server struct {
 // Binary returns the Vault binary, or fails or skips the test.
 func Binary(t testing.TB) string {
 	t.Helper()
-	path := os.Getenv("SEALER_TEST_VAULT")
-	if path != "" {
-		if _, err := os.Stat(path); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("no Vault binary (SEALER_TEST_VAULT=%q); scripts/test.sh builds one", path)
-	}
-	t.Skip("no Vault binary: run scripts/test.sh, which builds one and sets SEALER_TEST_VAULT")
-	return ""
+	return testenv.File(t, "SEALER_TEST_VAULT", "Vault binary")
 }
 
 // Start runs a Vault dev server with Transit enabled at transit/ (KV v2 is at
