@@ -95,13 +95,7 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 }
 
 // Addrs are the Sentinels' addresses.
-func (s *Sentinel) Addrs() []string {
-	var addrs []string
-	for _, sn := range s.Sentinels {
-		addrs = append(addrs, sn.Addr)
-	}
-	return addrs
-}
+func (s *Sentinel) Addrs() []string { return addrsOf(s.Sentinels) }
 
 // CutReplication disables the replication user on the primary and closes
 // the replica's link, so that the primary's writes from now on stay in its
@@ -202,9 +196,12 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 }
 
 // Addrs are the nodes' addresses.
-func (c *Cluster) Addrs() []string {
+func (c *Cluster) Addrs() []string { return addrsOf(c.Nodes) }
+
+// addrsOf returns the servers' addresses.
+func addrsOf(servers []*Server) []string {
 	var addrs []string
-	for _, n := range c.Nodes {
+	for _, n := range servers {
 		addrs = append(addrs, n.Addr)
 	}
 	return addrs
