@@ -1,10 +1,16 @@
 // What both transports share: the calls, the bindings, the options.
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject as PbJsonObject } from "@bufbuild/protobuf";
-import { DurationSchema } from "@bufbuild/protobuf/wkt";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { BindingSchema, Reason } from "./gen/sealer/v1/sealer_pb.js";
-import type { Binding as PbBinding } from "./gen/sealer/v1/sealer_pb.js";
+import { DurationSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { BindingSchema, OpenRequestSchema, Reason, SealRequestSchema } from "./gen/sealer/v1/sealer_pb.js";
+import type {
+  Binding as PbBinding,
+  OpenRequest as PbOpenRequest,
+  OpenResponse,
+  SealRequest as PbSealRequest,
+  SealResponse,
+} from "./gen/sealer/v1/sealer_pb.js";
 import { requestDigest } from "./digest.js";
 import { SealerError } from "./errors.js";
 
@@ -106,6 +112,36 @@ export function bindingProto(b: Binding): PbBinding {
     return create(BindingSchema, { method: b.method, params: b.params as PbJsonObject });
   }
   return create(BindingSchema, { digest: requestDigest(b.method, b.params) });
+}
+
+/** The proto SealRequest of a seal, the same over gRPC and REST. */
+export function sealRequestProto(r: SealRequest): PbSealRequest {
+  return create(SealRequestSchema, {
+    principal: r.principal,
+    request: bindingProto(r.request),
+    payload: r.payload ?? new Uint8Array(0),
+    ttl: durationOf(r.ttlMs),
+    oneTime: r.oneTime ?? false,
+  });
+}
+
+/** The proto OpenRequest of an open, the same over gRPC and REST. */
+export function openRequestProto(r: OpenRequest): PbOpenRequest {
+  return create(OpenRequestSchema, { requestState: r.requestState, principal: r.principal, request: bindingProto(r.request) });
+}
+
+/** What a seal returns, from the proto's answer. */
+export function sealedOf(res: SealResponse): Sealed {
+  return { requestState: res.requestState, expiresAt: dateOf(res.expiresAt) };
+}
+
+/** What an open returns, from the proto's answer. */
+export function openedOf(res: OpenResponse): Opened {
+  return { payload: res.payload, issuedAt: dateOf(res.issuedAt), expiresAt: dateOf(res.expiresAt) };
+}
+
+function dateOf(t: Timestamp | undefined): Date {
+  return t ? timestampDate(t) : new Date(0);
 }
 
 export function durationOf(ms: number | undefined): Duration | undefined {

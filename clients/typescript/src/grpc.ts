@@ -1,14 +1,12 @@
 // The sealer over gRPC: @connectrpc/connect-node's gRPC transport (HTTP/2,
 // the protocol grpc-go serves) and the stubs buf generates from
 // proto/sealer/v1 into gen/es.
-import { create } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { OpenRequestSchema, Reason, SealRequestSchema, Sealer } from "./gen/sealer/v1/sealer_pb.js";
-import { bindingProto, defaultTimeoutMs, durationOf, tokenOf } from "./client.js";
+import { Reason, Sealer } from "./gen/sealer/v1/sealer_pb.js";
+import { defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
 import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
@@ -33,33 +31,17 @@ export function grpcClient(opts: ClientOptions): SealerClient {
   const call = (o?: CallOptions) => ({ timeoutMs: o?.timeoutMs ?? opts.timeoutMs ?? defaultTimeoutMs, signal: o?.signal });
   return {
     async seal(r: SealRequest, o?: CallOptions): Promise<Sealed> {
-      const req = create(SealRequestSchema, {
-        principal: r.principal,
-        request: bindingProto(r.request),
-        payload: r.payload ?? new Uint8Array(0),
-        ttl: durationOf(r.ttlMs),
-        oneTime: r.oneTime ?? false,
-      });
+      const req = sealRequestProto(r);
       try {
-        const res = await rpc.seal(req, call(o));
-        return { requestState: res.requestState, expiresAt: res.expiresAt ? timestampDate(res.expiresAt) : new Date(0) };
+        return sealedOf(await rpc.seal(req, call(o)));
       } catch (err) {
         throw fromConnect(err);
       }
     },
     async open(r: OpenRequest, o?: CallOptions): Promise<Opened> {
-      const req = create(OpenRequestSchema, {
-        requestState: r.requestState,
-        principal: r.principal,
-        request: bindingProto(r.request),
-      });
+      const req = openRequestProto(r);
       try {
-        const res = await rpc.open(req, call(o));
-        return {
-          payload: res.payload,
-          issuedAt: res.issuedAt ? timestampDate(res.issuedAt) : new Date(0),
-          expiresAt: res.expiresAt ? timestampDate(res.expiresAt) : new Date(0),
-        };
+        return openedOf(await rpc.open(req, call(o)));
       } catch (err) {
         throw fromConnect(err);
       }

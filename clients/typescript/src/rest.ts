@@ -1,9 +1,8 @@
 // The sealer over REST (the grpc-gateway mapping, POST /v1/seal and
 // /v1/open with the proto's JSON), with fetch. With TLS options it uses
 // undici's fetch and an Agent carrying the CA and the client certificate.
-import { create, fromJson, toJson } from "@bufbuild/protobuf";
+import { fromJson, toJson } from "@bufbuild/protobuf";
 import type { JsonValue } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Agent, fetch as undiciFetch } from "undici";
 import {
   OpenRequestSchema,
@@ -12,7 +11,7 @@ import {
   SealRequestSchema,
   SealResponseSchema,
 } from "./gen/sealer/v1/sealer_pb.js";
-import { bindingProto, deadline, defaultTimeoutMs, durationOf, tokenOf } from "./client.js";
+import { deadline, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
 import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
@@ -43,30 +42,12 @@ export function restClient(opts: ClientOptions): SealerClient {
   };
   return {
     async seal(r: SealRequest, o?: CallOptions): Promise<Sealed> {
-      const req = create(SealRequestSchema, {
-        principal: r.principal,
-        request: bindingProto(r.request),
-        payload: r.payload ?? new Uint8Array(0),
-        ttl: durationOf(r.ttlMs),
-        oneTime: r.oneTime ?? false,
-      });
-      const json = await post("/v1/seal", toJson(SealRequestSchema, req), o);
-      const msg = parse(() => fromJson(SealResponseSchema, json as JsonValue, { ignoreUnknownFields: true }));
-      return { requestState: msg.requestState, expiresAt: msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0) };
+      const json = await post("/v1/seal", toJson(SealRequestSchema, sealRequestProto(r)), o);
+      return sealedOf(parse(() => fromJson(SealResponseSchema, json as JsonValue, { ignoreUnknownFields: true })));
     },
     async open(r: OpenRequest, o?: CallOptions): Promise<Opened> {
-      const req = create(OpenRequestSchema, {
-        requestState: r.requestState,
-        principal: r.principal,
-        request: bindingProto(r.request),
-      });
-      const json = await post("/v1/open", toJson(OpenRequestSchema, req), o);
-      const msg = parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true }));
-      return {
-        payload: msg.payload,
-        issuedAt: msg.issuedAt ? timestampDate(msg.issuedAt) : new Date(0),
-        expiresAt: msg.expiresAt ? timestampDate(msg.expiresAt) : new Date(0),
-      };
+      const json = await post("/v1/open", toJson(OpenRequestSchema, openRequestProto(r)), o);
+      return openedOf(parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true })));
     },
     async close() {
       await agent?.close();
