@@ -44,6 +44,13 @@ func TestFleet_R6_R10_OneTimeAcrossReplicas(t *testing.T) {
 		}
 	}
 
+	oneWinner(t, callers)
+}
+
+// oneWinner opens one one-time state from 30 concurrent callers spread
+// over every replica, three times, and wants exactly one OK each time.
+func oneWinner(t *testing.T, callers []api) {
+	t.Helper()
 	for round := range 3 {
 		once := mustSeal(t, callers[0], sealBody("alice", weatherParams, "once", `,"oneTime":true`))
 		reasons := concurrently(30, func(i int) string {

@@ -37,22 +37,6 @@ func grpcCallers(t *testing.T, ps []*proc) []api {
 	return callers
 }
 
-// oneWinner opens one one-time state from 30 concurrent callers spread
-// over every replica, three times, and wants exactly one OK each time.
-func oneWinner(t *testing.T, callers []api) {
-	t.Helper()
-	for round := range 3 {
-		once := mustSeal(t, callers[0], sealBody("alice", weatherParams, "once", `,"oneTime":true`))
-		reasons := concurrently(30, func(i int) string {
-			_, reason := callers[i%len(callers)].call(t, "open", openBody(once, "alice", weatherParams))
-			return reason
-		})
-		if reasons["OK"] != 1 || reasons["ALREADY_CONSUMED"] != 29 {
-			t.Fatalf("round %d: got %v, want 1 OK and 29 ALREADY_CONSUMED", round, reasons)
-		}
-	}
-}
-
 // outcome is one one-time open of the load, and when it returned.
 type outcome struct {
 	at     time.Time
@@ -158,12 +142,7 @@ func TestRedisHA_Cluster(t *testing.T) {
 	oneWinner(t, callers)
 	underLoad(t, callers, func() time.Time {
 		time.Sleep(time.Second)
-		victim := c.Masters(t)[0]
-		replica := c.ReplicaOf(t, victim)
-		killed := time.Now()
-		victim.Kill(t)
-		testredis.WaitRole(t, replica, "master")
-		c.WaitHealthy(t)
+		killed := c.FailOverAMaster(t)
 		t.Logf("the killed master's replica serves its slots %.2fs after the kill", time.Since(killed).Seconds())
 		time.Sleep(2 * time.Second)
 		return killed
@@ -198,13 +177,7 @@ func TestRedisHA_FailoverDoubleOpens(t *testing.T) {
 		"cluster": func(t *testing.T) deployment {
 			c := testredis.StartCluster(t, 3, 1, clusterACL...)
 			return deployment{"redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr, func() { c.CutReplication(t) }, func() time.Duration {
-				victim := c.Masters(t)[0]
-				replica := c.ReplicaOf(t, victim)
-				killed := time.Now()
-				victim.Kill(t)
-				testredis.WaitRole(t, replica, "master")
-				c.WaitHealthy(t)
-				return time.Since(killed)
+				return time.Since(c.FailOverAMaster(t))
 			}}
 		},
 	}

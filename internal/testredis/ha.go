@@ -198,6 +198,20 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 // Addrs are the nodes' addresses.
 func (c *Cluster) Addrs() []string { return addrsOf(c.Nodes) }
 
+// FailOverAMaster kills a master with SIGKILL and returns when its replica
+// has taken its slots over and the cluster serves every slot again; it
+// returns when the master was killed.
+func (c *Cluster) FailOverAMaster(t testing.TB) (killed time.Time) {
+	t.Helper()
+	victim := c.Masters(t)[0]
+	replica := c.ReplicaOf(t, victim)
+	killed = time.Now()
+	victim.Kill(t)
+	WaitRole(t, replica, "master")
+	c.WaitHealthy(t)
+	return killed
+}
+
 // addrsOf returns the servers' addresses.
 func addrsOf(servers []*Server) []string {
 	var addrs []string
