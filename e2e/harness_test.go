@@ -147,6 +147,12 @@ func startEnv(t *testing.T, env []string, dataDir string, flags ...string) *proc
 func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
 	t.Helper()
 	p.cmd.Process.Signal(sig)
+	return p.waitExit(t)
+}
+
+// waitExit waits for the process to exit and returns how it exited.
+func (p *proc) waitExit(t *testing.T) error {
+	t.Helper()
 	select {
 	case <-p.exited:
 		return p.exitErr

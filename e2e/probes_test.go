@@ -116,13 +116,8 @@ func TestShutdown_ReadinessFailsFirst(t *testing.T) {
 		t.Fatal("exited within the shutdown delay")
 	default:
 	}
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit within 10s of the delay")
-	}
-	if p.exitErr != nil {
-		t.Fatalf("exit: %v, want 0", p.exitErr)
+	if err := p.waitExit(t); err != nil {
+		t.Fatalf("exit: %v, want 0", err)
 	}
 	t.Logf("readiness false %v after SIGTERM; %d calls served during the delay; exited %v after SIGTERM",
 		flipped.Round(time.Millisecond), calls, time.Since(sent).Round(time.Millisecond))
@@ -275,7 +270,7 @@ func TestShutdown_AHealthWatcherDoesNotHoldTheDrain(t *testing.T) {
 		}
 		seen = append(seen, resp.Status)
 	}
-	<-p.exited
+	exitErr := p.waitExit(t)
 	if len(seen) == 0 || seen[len(seen)-1] != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("the watcher saw %v after SIGTERM; want NOT_SERVING", seen)
 	}
@@ -283,7 +278,7 @@ func TestShutdown_AHealthWatcherDoesNotHoldTheDrain(t *testing.T) {
 	if strings.Contains(p.logs.String(), "drain cut short") {
 		t.Fatal("the drain was cut short: the watch stream held it for the whole grace")
 	}
-	if p.exitErr != nil {
-		t.Fatalf("exit: %v, want 0", p.exitErr)
+	if exitErr != nil {
+		t.Fatalf("exit: %v, want 0", exitErr)
 	}
 }

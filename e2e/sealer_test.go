@@ -303,13 +303,8 @@ func TestSealer_SIGTERMDrainsInFlightCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit within 30s of SIGTERM")
-	}
-	if p.exitErr != nil {
-		t.Fatalf("exit: %v, want 0", p.exitErr)
+	if err := p.waitExit(t); err != nil {
+		t.Fatalf("exit: %v, want 0", err)
 	}
 	if ok.Load() == 0 {
 		t.Fatal("no call succeeded; the burst did not overlap the drain")
