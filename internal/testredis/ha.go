@@ -325,12 +325,17 @@ func WaitRole(t testing.TB, s *Server, want string) {
 	waitFor(t, 60*time.Second, s.Addr+" to be "+want, func() error { return role(s, want) })
 }
 
-func role(s *Server, want string) error {
+// replicationInfo returns s's INFO replication.
+func replicationInfo(s *Server) (string, error) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.auth})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	info, err := c.Info(ctx, "replication").Result()
+	return c.Info(ctx, "replication").Result()
+}
+
+func role(s *Server, want string) error {
+	info, err := replicationInfo(s)
 	if err != nil {
 		return err
 	}
@@ -341,11 +346,7 @@ func role(s *Server, want string) error {
 }
 
 func linkUp(s *Server) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.auth})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "replication").Result()
+	info, err := replicationInfo(s)
 	if err != nil {
 		return err
 	}
