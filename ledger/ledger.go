@@ -6,8 +6,11 @@
 // (single node, Sentinel or Cluster, a fleet). ledgertest holds the
 // conformance suite every backend passes.
 //
-// A [Ledger] has one call, Consume: the first call for a state id wins, every
-// later one gets [ErrConsumed]. Each entry lives at least until the time the
+// A [Ledger] has two calls. Consume: the first call for a state id wins,
+// every later one gets [ErrConsumed]. Advance, for the flows whose states
+// open only at their latest round (FORMAT.md, "Latest round only"): a call
+// wins when its round is above every round that won before for that flow,
+// and records it; every other gets [ErrConsumed]. Each entry lives at least until the time the
 // caller gives and then goes away by itself (R7), so a ledger holds at most
 // the live one-time states. A ledger that cannot answer reports
 // [ErrUnavailable]; callers must then refuse the open (fail closed), never
@@ -49,6 +52,12 @@ type Ledger interface {
 	// one, and an error wrapping ErrUnavailable when it cannot tell or until
 	// is not in the future.
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
+	// Advance records round as the highest round opened of flow of tenant,
+	// until at least the given time, if it is above the highest recorded:
+	// then it returns nil, and otherwise ErrConsumed. Flows and state ids
+	// are apart: a flow id equal to a state id is another entry. Errors are
+	// as for Consume.
+	Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error
 }
 
 // Remaining returns how long an entry consumed now must live to last until

@@ -37,6 +37,9 @@ type Claims struct {
 	ExpiresAt time.Time
 	// OneTime marks a state the caller must consume at most once (R6).
 	OneTime bool
+	// Flow, when set, makes the state one round of a multi-round request
+	// (FORMAT.md, "Flows"); such a state is sealed in format 2.
+	Flow *Flow
 }
 
 // Expired reports whether a state with these claims is past its acceptance
@@ -61,6 +64,14 @@ type Expect struct {
 	// DefaultSkew is the recommended value; zero allows none, and so does
 	// a negative skew: it never shortens a state's life.
 	Skew time.Duration
+	// Inputs is the digest of the keys of the retry's inputResponses
+	// (InputsOf; an absent inputResponses is the empty set). A state whose
+	// round asked input keys opens only when they are exactly these; the
+	// zero value, keys not known, matches none (ErrInputMismatch).
+	Inputs Inputs
+	// MaxRounds, when not 0, refuses a state of a flow's later round
+	// (ErrFlowExhausted); Continue refuses to go past it.
+	MaxRounds uint32
 }
 
 // Opened is an authentic state that passed every check of Open.

@@ -13,6 +13,15 @@ var (
 	ErrPrincipalMismatch = errors.New("sealer: state issued to another principal")
 	// ErrRequestMismatch means the state was issued for another request.
 	ErrRequestMismatch = errors.New("sealer: state issued for another request")
+	// ErrFlowExpired means the state is authentic but its flow's deadline
+	// has passed: no round of that request opens or continues any more.
+	ErrFlowExpired = errors.New("sealer: flow expired")
+	// ErrFlowExhausted means the state is authentic but its flow went past
+	// the rounds allowed.
+	ErrFlowExhausted = errors.New("sealer: flow has no rounds left")
+	// ErrInputMismatch means the state is authentic but the retry does not
+	// answer exactly the input keys the state asked.
+	ErrInputMismatch = errors.New("sealer: input responses do not match the input requests")
 )
 
 // Errors returned for malformed arguments to Seal and RequestDigest.

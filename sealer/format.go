@@ -14,8 +14,10 @@ import (
 
 // Sizes and limits of format version 1 (FORMAT.md).
 const (
-	// Version is the format version this package seals.
+	// Version is the format version of a state without a flow.
 	Version = 1
+	// FlowVersion is the format version of a state that carries a flow.
+	FlowVersion = 2
 	// MaxPayload is the largest payload a state carries: 64 KiB.
 	MaxPayload = 64 << 10
 	// MaxPrincipal is the longest principal, in bytes: 1 KiB.
@@ -32,6 +34,8 @@ const (
 	// Overhead is the number of bytes a state adds to its payload before
 	// base64 encoding.
 	Overhead = headerLen + nonceLen + claimsLen + tagLen
+	// FlowOverhead is the same for a state that carries a flow (format 2).
+	FlowOverhead = Overhead + flowLen
 
 	flagOneTime    = 0x01
 	principalLabel = "mcp-sealer/v1 principal\x00"
@@ -39,7 +43,7 @@ const (
 
 // MaxState is the longest state string Open reads; longer input is rejected
 // before decoding.
-var MaxState = b64.EncodedLen(Overhead + MaxPayload)
+var MaxState = b64.EncodedLen(FlowOverhead + MaxPayload)
 
 var minState = b64.EncodedLen(Overhead)
 
@@ -71,7 +75,7 @@ func Inspect(state string) (Header, error) {
 	}
 	h := Header{Version: raw[0], KeyVersion: binary.BigEndian.Uint32(raw[1:headerLen])}
 	copy(h.ID[:], raw[headerLen:])
-	if h.Version != Version {
+	if h.Version != Version && h.Version != FlowVersion {
 		return h, ErrInvalid
 	}
 	return h, nil

@@ -9,9 +9,15 @@ import (
 // Open authenticates state as sealed for tenant by a version in the ring,
 // then checks it against want at time now, in the order of FORMAT.md,
 // "Opening". A state that is not authentic is ErrInvalid; an authentic one
-// may be ErrExpired, ErrPrincipalMismatch or ErrRequestMismatch. On error no
-// plaintext is returned and the decrypted buffer is zeroed.
+// may be ErrExpired, ErrPrincipalMismatch or ErrRequestMismatch, and one
+// that carries a flow ErrFlowExpired, ErrFlowExhausted or ErrInputMismatch.
+// On error no plaintext is returned and the decrypted buffer is zeroed.
 func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened, error) {
+	return open(ring, tenant, state, want, now, true)
+}
+
+// open is Open; checkInputs false skips step 12, for Continue.
+func open(ring Keys, tenant, state string, want Expect, now time.Time, checkInputs bool) (*Opened, error) {
 	if !wellFormed(state) {
 		return nil, ErrInvalid
 	}
@@ -22,7 +28,15 @@ func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened,
 		return nil, ErrInvalid
 	}
 	buf = buf[:n]
-	if buf[0] != Version {
+	overhead := Overhead
+	switch buf[0] {
+	case Version:
+	case FlowVersion:
+		overhead = FlowOverhead
+	default:
+		return nil, ErrInvalid
+	}
+	if n < overhead || n > overhead+MaxPayload {
 		return nil, ErrInvalid
 	}
 	kv := binary.BigEndian.Uint32(buf[1:headerLen])
@@ -38,7 +52,7 @@ func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened,
 		clear(ct)
 		return nil, ErrInvalid
 	}
-	o, err := judge(pt, want, now)
+	o, err := judge(pt, buf[0] == FlowVersion, want, now, checkInputs)
 	if err != nil {
 		clear(pt)
 		return nil, err
@@ -49,15 +63,26 @@ func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened,
 }
 
 // judge decodes the claims of an authentic plaintext and checks them.
-func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
+func judge(pt []byte, flow bool, want Expect, now time.Time, checkInputs bool) (*Opened, error) {
 	flags := pt[0]
-	if flags&^flagOneTime != 0 {
+	allowed, end := byte(flagOneTime), claimsLen
+	if flow {
+		allowed, end = flagOneTime|flagFlow|flagAsked, claimsLen+flowLen
+	}
+	if flags&^allowed != 0 {
 		return nil, ErrInvalid
 	}
 	iat := binary.BigEndian.Uint64(pt[1:9])
 	exp := binary.BigEndian.Uint64(pt[9:17])
 	if exp <= iat || exp > MaxUnixMilli { // and so iat < MaxUnixMilli too
 		return nil, ErrInvalid
+	}
+	var f *Flow
+	if flow {
+		var ok bool
+		if f, ok = decodeFlow(pt[claimsLen:end], flags, exp); !ok {
+			return nil, ErrInvalid
+		}
 	}
 	if (Claims{ExpiresAt: time.UnixMilli(int64(exp))}).Expired(now, want.Skew) {
 		return nil, ErrExpired
@@ -70,6 +95,16 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 	if subtle.ConstantTimeCompare(want.Request[:], pt[17+principalLen:claimsLen]) != 1 {
 		return nil, ErrRequestMismatch
 	}
+	if f != nil {
+		switch {
+		case now.UnixMilli() > f.Deadline.UnixMilli():
+			return nil, ErrFlowExpired
+		case want.MaxRounds > 0 && f.Round > want.MaxRounds:
+			return nil, ErrFlowExhausted
+		case checkInputs && flags&flagAsked != 0 && subtle.ConstantTimeCompare(want.Inputs[:], f.Asked[:]) != 1:
+			return nil, ErrInputMismatch
+		}
+	}
 	return &Opened{
 		Claims: Claims{
 			Principal: want.Principal,
@@ -77,7 +112,8 @@ func judge(pt []byte, want Expect, now time.Time) (*Opened, error) {
 			IssuedAt:  time.UnixMilli(int64(iat)).UTC(),
 			ExpiresAt: time.UnixMilli(int64(exp)).UTC(),
 			OneTime:   flags&flagOneTime != 0,
+			Flow:      f,
 		},
-		Payload: pt[claimsLen:],
+		Payload: pt[end:],
 	}, nil
 }

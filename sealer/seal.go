@@ -24,6 +24,7 @@ type Keys interface {
 // with the ring's sealing version. The payload is at most MaxPayload bytes;
 // the principal 1 to MaxPrincipal bytes; ExpiresAt must be after IssuedAt,
 // both from the Unix epoch to MaxUnixMilli, compared in whole milliseconds.
+// A state with a Flow (format 2) expires no later than the flow's deadline.
 func Seal(ring Keys, tenant string, c Claims, payload []byte) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
@@ -35,17 +36,21 @@ func Seal(ring Keys, tenant string, c Claims, payload []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrArgument, err)
 	}
+	version, overhead := byte(Version), Overhead
+	if c.Flow != nil {
+		version, overhead = FlowVersion, FlowOverhead
+	}
 
 	// One buffer holds the blob and, past its end, the associated data.
-	buf := make([]byte, Overhead+len(payload), Overhead+len(payload)+headerLen+len(tenant))
-	buf[0] = Version
+	buf := make([]byte, overhead+len(payload), overhead+len(payload)+headerLen+len(tenant))
+	buf[0] = version
 	binary.BigEndian.PutUint32(buf[1:headerLen], kv)
 	nonce := buf[headerLen : headerLen+nonceLen]
 	rand.Read(nonce)
 
 	pt := buf[headerLen+nonceLen : len(buf)-tagLen]
-	c.encode(pt[:claimsLen])
-	copy(pt[claimsLen:], payload)
+	n := c.encode(pt)
+	copy(pt[n:], payload)
 
 	ad := appendAD(buf[len(buf):], buf[:headerLen], tenant)
 	aead.Seal(pt[:0], nonce, pt, ad)
@@ -62,6 +67,8 @@ func (c *Claims) validate() error {
 		return fmt.Errorf("%w: times must lie from the Unix epoch to the end of year 9999", ErrArgument)
 	case c.ExpiresAt.UnixMilli() <= c.IssuedAt.UnixMilli():
 		return fmt.Errorf("%w: expiry not after issue time", ErrArgument)
+	case c.Flow != nil:
+		return c.Flow.validate(c)
 	}
 	return nil
 }
@@ -72,8 +79,9 @@ func inRange(t time.Time) bool {
 	return !t.Before(time.UnixMilli(0)) && t.Before(time.UnixMilli(MaxUnixMilli+1))
 }
 
-// encode writes the claims of FORMAT.md, "Claims", into dst[:claimsLen].
-func (c *Claims) encode(dst []byte) {
+// encode writes the claims of FORMAT.md, "Claims" (and "Flows" when c has a
+// flow) at the start of dst, and returns how many bytes it wrote.
+func (c *Claims) encode(dst []byte) int {
 	dst[0] = 0
 	if c.OneTime {
 		dst[0] |= flagOneTime
@@ -82,4 +90,9 @@ func (c *Claims) encode(dst []byte) {
 	binary.BigEndian.PutUint64(dst[9:17], uint64(c.ExpiresAt.UnixMilli()))
 	hashPrincipal(dst[17:17+principalLen], c.Principal)
 	copy(dst[17+principalLen:claimsLen], c.Request[:])
+	if c.Flow == nil {
+		return claimsLen
+	}
+	dst[0] |= c.Flow.encode(dst[claimsLen:])
+	return claimsLen + flowLen
 }

@@ -16,9 +16,17 @@ import (
 )
 
 var (
-	idsBucket    = []byte("consumed") // key -> u64 until (Unix ms)
-	expiryBucket = []byte("expiry")   // u64 until || key -> nothing, in expiry order
+	idsBucket        = []byte("consumed")    // key -> u64 until (Unix ms)
+	expiryBucket     = []byte("expiry")      // u64 until || key -> nothing, in expiry order
+	flowsBucket      = []byte("flows")       // key -> u64 until || u32 highest round opened
+	flowExpiryBucket = []byte("flow-expiry") // u64 until || key -> nothing, in expiry order
 )
+
+// entries are the buckets of one kind of entry: the entries, and their
+// index by expiry.
+type entries struct{ byKey, byExpiry []byte }
+
+var kinds = []entries{{idsBucket, expiryBucket}, {flowsBucket, flowExpiryBucket}}
 
 // sweepBatch bounds how many entries one sweep transaction deletes.
 const sweepBatch = 10000
@@ -42,7 +50,7 @@ func Open(path string) (*Ledger, error) {
 	}
 	db.MaxBatchDelay = 2 * time.Millisecond
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{idsBucket, expiryBucket} {
+		for _, b := range [][]byte{idsBucket, expiryBucket, flowsBucket, flowExpiryBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -92,15 +100,70 @@ func (b *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 	return nil
 }
 
+// Advance implements ledger.Ledger. The entry keeps the latest until it
+// was given, so that it lives as long as the longest-lived call asked.
+func (b *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
+	}
+	if _, err := ledger.Remaining(until); err != nil {
+		return err
+	}
+	k := key(tenant, sealer.StateID(flow))
+	var stale bool
+	err := b.db.Batch(func(tx *bbolt.Tx) error {
+		flows, exp := tx.Bucket(flowsBucket), tx.Bucket(flowExpiryBucket)
+		stale = false // Batch may run this again after a failed run
+		var v [12]byte
+		binary.BigEndian.PutUint64(v[:8], uint64(until.UnixMilli()))
+		binary.BigEndian.PutUint32(v[8:], round)
+		if old := flows.Get(k); len(old) == len(v) {
+			if stale = binary.BigEndian.Uint32(old[8:]) >= round; stale {
+				return nil
+			}
+			if bytes.Compare(old[:8], v[:8]) > 0 {
+				copy(v[:8], old[:8])
+			}
+			if err := exp.Delete(append(bytes.Clone(old[:8]), k...)); err != nil {
+				return err
+			}
+		}
+		if err := flows.Put(k, v[:]); err != nil {
+			return err
+		}
+		return exp.Put(append(v[:8:8], k...), nil)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
+	case stale:
+		return ledger.ErrConsumed
+	}
+	return nil
+}
+
 // Sweep deletes the entries that expired before now and returns how many.
 func (b *Ledger) Sweep(now time.Time) (int, error) {
+	total := 0
+	for _, kind := range kinds {
+		n, err := b.sweep(kind, now)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// sweep deletes the entries of one kind that expired before now.
+func (b *Ledger) sweep(kind entries, now time.Time) (int, error) {
 	var cut [8]byte
 	binary.BigEndian.PutUint64(cut[:], uint64(now.UnixMilli()))
 	total := 0
 	for {
 		n := 0
 		err := b.db.Update(func(tx *bbolt.Tx) error {
-			ids, exp := tx.Bucket(idsBucket), tx.Bucket(expiryBucket)
+			ids, exp := tx.Bucket(kind.byKey), tx.Bucket(kind.byExpiry)
 			var done [][]byte
 			c := exp.Cursor()
 			for k, _ := c.First(); k != nil && len(done) < sweepBatch && bytes.Compare(k[:8], cut[:]) < 0; k, _ = c.Next() {
@@ -127,11 +190,11 @@ func (b *Ledger) Sweep(now time.Time) (int, error) {
 	}
 }
 
-// Len returns the number of entries held.
+// Len returns the number of entries held: consumed states and flows.
 func (b *Ledger) Len() (int, error) {
 	n := 0
 	err := b.db.View(func(tx *bbolt.Tx) error {
-		n = tx.Bucket(idsBucket).Stats().KeyN
+		n = tx.Bucket(idsBucket).Stats().KeyN + tx.Bucket(flowsBucket).Stats().KeyN
 		return nil
 	})
 	return n, err

@@ -149,4 +149,122 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 			t.Fatalf("got %v, want ErrUnavailable", err)
 		}
 	})
+
+	runAdvance(t, newSubject)
+}
+
+func newFlow() sealer.FlowID { return sealer.FlowID(newID()) }
+
+// runAdvance is the part of the suite for Advance (FORMAT.md, "Latest round
+// only").
+func runAdvance(t *testing.T, newSubject func(t *testing.T) Subject) {
+	ctx := context.Background()
+	until := func() time.Time { return time.Now().Add(time.Minute) }
+
+	t.Run("R9 flows: only a round above every round opened wins", func(t *testing.T) {
+		s := newSubject(t)
+		f := newFlow()
+		steps := []struct {
+			round uint32
+			wins  bool
+		}{{1, true}, {1, false}, {2, true}, {1, false}, {2, false}, {5, true}, {3, false}, {5, false}, {6, true}}
+		for i, st := range steps {
+			err := s.Ledger.Advance(ctx, "t", f, st.round, until())
+			if st.wins && err != nil || !st.wins && !errors.Is(err, ledger.ErrConsumed) {
+				t.Fatalf("step %d, round %d: got %v, want win %v", i, st.round, err, st.wins)
+			}
+		}
+	})
+
+	t.Run("R9 flows are per tenant and apart from state ids", func(t *testing.T) {
+		s := newSubject(t)
+		f := newFlow()
+		for _, tenant := range []string{"a", "b", "ab"} {
+			if err := s.Ledger.Advance(ctx, tenant, f, 1, until()); err != nil {
+				t.Fatalf("tenant %s: got %v, want nil", tenant, err)
+			}
+		}
+		if err := s.Ledger.Consume(ctx, "a", sealer.StateID(f), until()); err != nil {
+			t.Fatalf("consume of a state id equal to a flow id: got %v, want nil", err)
+		}
+		g := newFlow()
+		if err := s.Ledger.Consume(ctx, "a", sealer.StateID(g), until()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ledger.Advance(ctx, "a", g, 1, until()); err != nil {
+			t.Fatalf("advance of a flow id equal to a consumed state id: got %v, want nil", err)
+		}
+	})
+
+	t.Run("R9 flows: a past until is never a win", func(t *testing.T) {
+		s := newSubject(t)
+		f := newFlow()
+		if err := s.Ledger.Advance(ctx, "t", f, 1, time.Now().Add(-time.Millisecond)); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("got %v, want ErrUnavailable", err)
+		}
+		if err := s.Ledger.Advance(ctx, "t", f, 1, until()); err != nil {
+			t.Fatalf("after a refused advance: got %v, want nil (nothing was recorded)", err)
+		}
+	})
+
+	t.Run("R7 flow entries expire", func(t *testing.T) {
+		s := newSubject(t)
+		f, keep := newFlow(), newFlow()
+		short := time.Now().Add(300 * time.Millisecond)
+		if err := s.Ledger.Advance(ctx, "t", f, 3, short); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ledger.Advance(ctx, "t", keep, 3, until()); err != nil {
+			t.Fatal(err)
+		}
+		s.Expire(t, short)
+		if err := s.Ledger.Advance(ctx, "t", f, 1, until()); err != nil {
+			t.Fatalf("after expiry: got %v, want the entry gone", err)
+		}
+		if err := s.Ledger.Advance(ctx, "t", keep, 2, until()); !errors.Is(err, ledger.ErrConsumed) {
+			t.Fatalf("live flow after expiry of another: got %v, want ErrConsumed", err)
+		}
+	})
+
+	t.Run("R9 concurrent opens of one flow: exactly one wins per round", func(t *testing.T) {
+		s := newSubject(t)
+		const n = 32
+		for range 5 {
+			f := newFlow()
+			var wins, refused atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					// Half open round 2, half round 1: round 2 wins once, and
+					// round 1 at most once, and only before round 2.
+					switch err := s.Ledger.Advance(ctx, "t", f, uint32(2-i%2), until()); {
+					case err == nil:
+						wins.Add(1)
+					case errors.Is(err, ledger.ErrConsumed):
+						refused.Add(1)
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if w := wins.Load(); w < 1 || w > 2 || refused.Load() != n-w {
+				t.Fatalf("got %d wins and %d refusals, want 1 or 2 wins (round 1 before round 2) and the rest refused", w, refused.Load())
+			}
+			if err := s.Ledger.Advance(ctx, "t", f, 2, until()); !errors.Is(err, ledger.ErrConsumed) {
+				t.Fatalf("round 2 after the race: got %v, want ErrConsumed", err)
+			}
+		}
+	})
+
+	t.Run("flows: errors are unavailability, never a win", func(t *testing.T) {
+		s := newSubject(t)
+		s.Break(t)
+		if err := s.Ledger.Advance(ctx, "t", newFlow(), 1, until()); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("broken ledger: got %v, want ErrUnavailable", err)
+		}
+	})
 }

@@ -23,8 +23,30 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// keyPrefix namespaces the ledger's keys in a Redis shared with others.
-const keyPrefix = "sealer:v1:consumed:"
+// keyPrefix and flowPrefix namespace the ledger's keys in a Redis shared
+// with others: consumed states, and the highest round opened of flows.
+const (
+	keyPrefix  = "sealer:v1:consumed:"
+	flowPrefix = "sealer:v1:flow:"
+)
+
+// advanceScript records ARGV[1] as the flow's highest round, for ARGV[2]
+// milliseconds, if it is above the round recorded. It returns the round
+// recorded before (0 for none), or -1 when the round is not above it.
+var advanceScript = goredis.NewScript(`
+local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+if prev >= tonumber(ARGV[1]) then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return prev`)
+
+// retreatScript undoes an advance that the replicas did not acknowledge:
+// if the flow's round is still ARGV[1], it goes back to ARGV[2] (deleted
+// for 0), keeping its expiry.
+var retreatScript = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '0' then return redis.call('DEL', KEYS[1]) end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+return 1`)
 
 // Ledger is the ledger of a fleet: every replica consumes in one Redis (single
 // node, Sentinel or Cluster) with one atomic SET NX PXAT per one-time state.
@@ -285,6 +307,71 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the consume", ledger.ErrUnavailable, acked, r.replicas)
+}
+
+// Advance implements ledger.Ledger with one script on the flow's key, so one
+// node (one slot of a Cluster) decides atomically; its expiry is counted
+// from now as Consume's is. With Replicas set, the script is followed by
+// WAIT on the same connection as in Consume; an advance that too few
+// replicas acknowledge is ErrUnavailable, and is undone if the flow is
+// still at that round, so that a retry can open it once acknowledged. If
+// the undo does not land, the round stays opened: refused, never opened
+// twice.
+func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
+	ttl, err := ledger.Remaining(until)
+	if err != nil {
+		return err
+	}
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
+	args := []any{round, ttl.Milliseconds()}
+	if r.replicas == 0 {
+		prev, err := advanceScript.Run(ctx, r.client, []string{key}, args...).Int64()
+		err = advanceResult(prev, err)
+		r.reloadOn(ctx, err)
+		return err
+	}
+	node, err := r.primaryFor(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	var adv, wait *goredis.Cmd
+	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		adv = advanceScript.Eval(ctx, p, []string{key}, args...)
+		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds()))
+		return nil
+	})
+	prev, err := adv.Int64()
+	if err := advanceResult(prev, err); err != nil {
+		r.reloadOn(ctx, err)
+		return err
+	}
+	acked, err := wait.Int64()
+	if err == nil && acked >= int64(r.replicas) {
+		return nil
+	}
+	retreatScript.Eval(ctx, conn, []string{key}, round, prev)
+	if err != nil {
+		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the advance", ledger.ErrUnavailable, acked, r.replicas)
+}
+
+// advanceResult maps the answer of advanceScript.
+func advanceResult(prev int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
+	case prev == -1:
+		return ledger.ErrConsumed
+	case prev < 0:
+		return fmt.Errorf("%w: redis answered the advance with %d", ledger.ErrUnavailable, prev)
+	}
+	return nil
 }
 
 // setResult maps the answer to SET NX.
