@@ -123,7 +123,7 @@ func Continue(ring Keys, tenant, prev string, want Expect, now time.Time) (Flow,
 	switch {
 	case o.Flow == nil:
 		return Flow{}, fmt.Errorf("%w: the continued state carries no flow", ErrArgument)
-	case now.UnixMilli() >= o.Flow.Deadline.UnixMilli():
+	case !now.Before(o.Flow.Deadline): // now_ms >= deadline, a whole millisecond
 		return Flow{}, ErrFlowExpired
 	case want.MaxRounds > 0 && o.Flow.Round >= want.MaxRounds:
 		return Flow{}, ErrFlowExhausted

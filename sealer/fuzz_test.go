@@ -15,18 +15,30 @@ import (
 
 // FuzzOpen checks that Open never panics, returns nothing with an error,
 // finds every string but the states that were sealed invalid (R1, R2), and
-// agrees with the opener written from FORMAT.md alone (spec_test.go). The sealed states
-// are the committed seal vectors, so that every fuzzing process knows the same
-// ones; the opening vectors seed the corpus.
+// agrees with the opener of both versions written from FORMAT.md alone
+// (spec_test.go). The sealed states are the committed seal vectors of both
+// formats (vectors.json, flows.json), so that every fuzzing process knows the
+// same ones; the opening vectors of both seed the corpus, so the fuzzer
+// mutates version 2 states as well as version 1.
 func FuzzOpen(f *testing.F) {
 	v := loadVectors(f)
-	ring := vectorRing(f, v)
+	flows := loadFlowVectors(f)
+	ring := vectorRing(f, v) // flows.json has the same keys
 	sealed := map[string]bool{}
 	for _, s := range v.Seal {
 		sealed[s.State] = true
 	}
+	for _, s := range flows.Seal {
+		sealed[s.State] = true
+	}
 	for _, s := range v.Open {
 		f.Add(s.State)
+	}
+	for _, s := range flows.Open {
+		f.Add(s.State)
+		if s.Want != "invalid" {
+			sealed[s.State] = true // authentic, sealed outside the seal vectors (the version 1 state)
+		}
 	}
 	req, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
 	if err != nil {
@@ -35,7 +47,7 @@ func FuzzOpen(f *testing.F) {
 	want := sealer.Expect{Principal: "alice", Request: req, Skew: sealer.DefaultSkew}
 	now := t0.Add(time.Minute)
 	spec := specOpening{ring: specRing(f, v), tenant: "tenant-a", principal: want.Principal, request: req[:],
-		now: now.UnixMilli(), skew: want.Skew.Milliseconds()}
+		now: now.UnixMilli(), skew: want.Skew.Milliseconds(), v2: true} // the retry's input keys not given, as in want
 	names := map[error]string{nil: "ok"}
 	for name, err := range verdicts {
 		names[err] = name

@@ -97,7 +97,7 @@ func judge(pt []byte, flow bool, want Expect, now time.Time, checkInputs bool) (
 	}
 	if f != nil {
 		switch {
-		case now.UnixMilli() > f.Deadline.UnixMilli():
+		case !now.Before(f.Deadline.Add(time.Millisecond)): // now_ms > deadline, without now.UnixMilli(), which wraps
 			return nil, ErrFlowExpired
 		case want.MaxRounds > 0 && f.Round > want.MaxRounds:
 			return nil, ErrFlowExhausted

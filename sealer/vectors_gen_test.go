@@ -40,6 +40,9 @@ var vectorReasons = map[string]string{
 	"expired":            "EXPIRED",
 	"principal_mismatch": "PRINCIPAL_MISMATCH",
 	"request_mismatch":   "REQUEST_MISMATCH",
+	"flow_expired":       "FLOW_EXPIRED",
+	"flow_exhausted":     "FLOW_EXHAUSTED",
+	"input_mismatch":     "INPUT_MISMATCH",
 }
 
 type vectorGen struct {
@@ -53,13 +56,37 @@ type vectorGen struct {
 	req      []byte // the digest of get_weather in New York
 }
 
-func buildVectors(t *testing.T) []byte {
+// newVectorGen returns a generator with the vectors' keys and request.
+func newVectorGen(t *testing.T) *vectorGen {
 	g := &vectorGen{t: t, material: map[uint32][]byte{}, sealed: map[string]sealVector{}}
 	for v := range uint32(3) {
 		g.material[v+1] = bytes.Repeat([]byte{byte(v+1) * 0x11}, keys.Size)
 	}
 	g.ring = map[uint32][]byte{1: g.material[1], 2: g.material[2]}
 	g.req = g.digest(`{"name":"get_weather","arguments":{"location":"New York"}}`)
+	return g
+}
+
+// keyRing returns a ring of the given versions of g's material, sealing
+// with the last.
+func (g *vectorGen) keyRing(versions ...uint32) *keys.Ring {
+	var ks []keys.Key
+	for _, id := range versions {
+		k, err := keys.NewKey(id, g.material[id], time.Time{})
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		ks = append(ks, k)
+	}
+	ring, err := keys.NewRing(ks, versions[len(versions)-1])
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return ring
+}
+
+func buildVectors(t *testing.T) []byte {
+	g := newVectorGen(t)
 	g.buildSeals()
 	g.buildOpens()
 	g.buildDigests()
@@ -107,18 +134,7 @@ func (g *vectorGen) seedRandom(name string) {
 // seal seals a seal vector with sealer.Seal under the ring of the given
 // versions, sealing with the last.
 func (g *vectorGen) seal(name, tenant string, versions []uint32, c sealer.Claims, payload []byte) {
-	var ks []keys.Key
-	for _, id := range versions {
-		k, err := keys.NewKey(id, g.material[id], time.Time{})
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		ks = append(ks, k)
-	}
-	ring, err := keys.NewRing(ks, versions[len(versions)-1])
-	if err != nil {
-		g.t.Fatal(err)
-	}
+	ring := g.keyRing(versions...)
 	g.seedRandom(name)
 	state, err := sealer.Seal(ring, tenant, c, payload)
 	if err != nil {
@@ -188,7 +204,7 @@ func (g *vectorGen) buildSeals() {
 // spec_test.go reaches the verdict and step written here.
 func (g *vectorGen) open(v openVector) {
 	v.Reason = vectorReasons[v.Want]
-	verdict, step, o := specOpen(specOpening{g.ring, v.Tenant, v.State, v.Principal, mustHex(g.t, v.Request), v.Now, v.Skew}, mistakes{})
+	verdict, step, o := specOpen(v.opening(g.t, g.ring), mistakes{})
 	if verdict != v.Want || step != v.Step {
 		g.t.Fatalf("open vector %q: FORMAT.md says %s at step %d, the vector %s at step %d", v.Name, verdict, step, v.Want, v.Step)
 	}
