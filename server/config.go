@@ -13,6 +13,13 @@ import (
 	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
+// Bounds of a flow's configuration (Config.FlowTTL, Config.MaxRounds and
+// the tenants' flowTTL and maxRounds).
+const (
+	MaxFlowTTL = 24 * time.Hour
+	MaxRounds  = 1000
+)
+
 // Config is everything the sealer needs to run. The zero value is not valid;
 // start from Defaults.
 type Config struct {
@@ -54,6 +61,11 @@ type Config struct {
 	MaxTTL     time.Duration
 	// Skew is the clock difference allowed past a state's expiry.
 	Skew time.Duration
+	// FlowTTL is the life of a flow, from its first round: no state of the
+	// flow opens after it (a tenant's flowTTL may lower or raise it, up to
+	// MaxFlowTTL). MaxRounds is the most rounds of one flow.
+	FlowTTL   time.Duration
+	MaxRounds int
 	// ShutdownDelay is how long a stopping replica goes on serving after its
 	// readiness turned false, so that load balancers stop sending it calls
 	// before it stops accepting them; ShutdownGrace then bounds how long
@@ -102,6 +114,8 @@ func Defaults() Config {
 		MinTTL:        time.Second,
 		MaxTTL:        time.Hour,
 		Skew:          2 * time.Second,
+		FlowTTL:       15 * time.Minute,
+		MaxRounds:     16,
 		ShutdownDelay: 5 * time.Second,
 		ShutdownGrace: 20 * time.Second,
 		MaxInFlight:   512,
@@ -158,6 +172,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max-ttl %v: below min-ttl %v", c.MaxTTL, c.MinTTL))
 	case c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL:
 		errs = append(errs, fmt.Errorf("default-ttl %v: want within [%v, %v]", c.DefaultTTL, c.MinTTL, c.MaxTTL))
+	}
+	if c.FlowTTL < c.MinTTL || c.FlowTTL > MaxFlowTTL {
+		errs = append(errs, fmt.Errorf("flow-ttl %v: want within [min-ttl %v, %v]", c.FlowTTL, c.MinTTL, MaxFlowTTL))
+	}
+	if c.MaxRounds < 1 || c.MaxRounds > MaxRounds {
+		errs = append(errs, fmt.Errorf("max-rounds %d: want 1 to %d", c.MaxRounds, MaxRounds))
 	}
 	if c.Skew < 0 || c.Skew > time.Minute {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))

@@ -32,6 +32,7 @@ const reasonOK = "OK"
 // Reasons as text, for the code that compares or reports them so.
 var (
 	reasonExpired           = reasonText(sealerv1.Reason_REASON_EXPIRED)
+	reasonFlowExpired       = reasonText(sealerv1.Reason_REASON_FLOW_EXPIRED)
 	reasonAlreadyConsumed   = reasonText(sealerv1.Reason_REASON_ALREADY_CONSUMED)
 	reasonLedgerUnavailable = reasonText(sealerv1.Reason_REASON_LEDGER_UNAVAILABLE)
 	reasonInvalidArgument   = reasonText(sealerv1.Reason_REASON_INVALID_ARGUMENT)
@@ -56,6 +57,9 @@ var outcomes = []outcome{
 	{sealer.ErrExpired, codes.FailedPrecondition, sealerv1.Reason_REASON_EXPIRED, false},
 	{sealer.ErrPrincipalMismatch, codes.PermissionDenied, sealerv1.Reason_REASON_PRINCIPAL_MISMATCH, false},
 	{sealer.ErrRequestMismatch, codes.FailedPrecondition, sealerv1.Reason_REASON_REQUEST_MISMATCH, false},
+	{sealer.ErrInputMismatch, codes.FailedPrecondition, sealerv1.Reason_REASON_INPUT_MISMATCH, false},
+	{sealer.ErrFlowExpired, codes.FailedPrecondition, sealerv1.Reason_REASON_FLOW_EXPIRED, false},
+	{sealer.ErrFlowExhausted, codes.FailedPrecondition, sealerv1.Reason_REASON_FLOW_EXHAUSTED, false},
 	{ledger.ErrConsumed, codes.AlreadyExists, sealerv1.Reason_REASON_ALREADY_CONSUMED, false},
 	{ledger.ErrUnavailable, codes.Unavailable, sealerv1.Reason_REASON_LEDGER_UNAVAILABLE, false},
 	{sealer.ErrArgument, codes.InvalidArgument, sealerv1.Reason_REASON_INVALID_ARGUMENT, true},

@@ -227,6 +227,10 @@ func (l *clockLedger) Consume(_ context.Context, _ string, _ sealer.StateID, unt
 	return nil
 }
 
+func (l *clockLedger) Advance(_ context.Context, _ string, _ sealer.FlowID, _ uint32, until time.Time) error {
+	return l.Consume(context.Background(), "", sealer.StateID{}, until)
+}
+
 func TestOpen_R6_ConsumeCompletingAfterTheDeadlineIsRefused(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	led := &clockLedger{now: &now, took: time.Millisecond}

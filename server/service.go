@@ -22,6 +22,7 @@ const defaultTenant = "default"
 // consumer is what the service needs of a ledger.
 type consumer interface {
 	Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error
+	Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error
 }
 
 // ringSource is what the service needs of the key refresher.
@@ -90,6 +91,14 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 		ExpiresAt: now.Add(ttl),
 		OneTime:   oneTime,
 	}
+	if req.Flow != nil {
+		if c.Flow, err = s.flowOf(ctx, t, req.Flow, c); err != nil {
+			return nil, err
+		}
+		if c.ExpiresAt.After(c.Flow.Deadline) {
+			c.ExpiresAt = c.Flow.Deadline // no state of a flow outlives it
+		}
+	}
 	ring := s.keys.Ring()
 	if ring == nil {
 		return nil, errNoKeys
@@ -101,7 +110,75 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 	return &sealerv1.SealResponse{
 		RequestState: state,
 		ExpiresAt:    timestamppb.New(c.ExpiresAt.Truncate(time.Millisecond)),
+		Flow:         flowProto(c.Flow),
 	}, nil
+}
+
+// flowOf returns the flow a new state of claims c carries: round 1 of a new
+// flow, or the round after the state the request continues, which must be
+// an authentic flow state of this tenant for c's principal and request.
+func (s *service) flowOf(ctx context.Context, t *tenant, req *sealerv1.FlowRequest, c sealer.Claims) (*sealer.Flow, error) {
+	var f sealer.Flow
+	if prev := req.GetContinues(); prev == "" {
+		f = sealer.NewFlow(c.IssuedAt.Add(t.flowTTL))
+	} else {
+		want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: s.cfg.Skew, MaxRounds: t.maxRounds}
+		err := s.withRing(ctx, t, prev, func(ring *keys.Ring) (err error) {
+			f, err = sealer.Continue(ring, t.name, prev, want, c.IssuedAt)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	f.LatestOnly = f.LatestOnly || req.GetLatestOnly()
+	if req.Asked != nil {
+		asked, err := sealer.InputsOf(req.Asked.GetKeys())
+		if err != nil {
+			return nil, err
+		}
+		f.Asked = asked
+	}
+	return &f, nil
+}
+
+// flowProto is f as the API carries it; nil for nil.
+func flowProto(f *sealer.Flow) *sealerv1.Flow {
+	if f == nil {
+		return nil
+	}
+	return &sealerv1.Flow{Id: f.ID[:], Round: f.Round, Deadline: timestamppb.New(f.Deadline), LatestOnly: f.LatestOnly}
+}
+
+// respondedInputs is the digest of the input keys a retry answers: those
+// the caller names, else the member names of the params' inputResponses
+// (none when absent). With neither (a digest binding), or keys that have no
+// digest, it is zero: not known, which opens no state whose round asked
+// input keys.
+func respondedInputs(req *sealerv1.OpenRequest) sealer.Inputs {
+	var names []string
+	switch params := req.GetRequest().GetParams(); {
+	case req.Responded != nil:
+		names = req.Responded.GetKeys()
+	case params != nil:
+		v, ok := params.GetFields()["inputResponses"]
+		if ok {
+			obj := v.GetStructValue()
+			if obj == nil {
+				return sealer.Inputs{}
+			}
+			for name := range obj.GetFields() {
+				names = append(names, name)
+			}
+		}
+	default:
+		return sealer.Inputs{}
+	}
+	in, err := sealer.InputsOf(names)
+	if err != nil {
+		return sealer.Inputs{}
+	}
+	return in
 }
 
 // Open implements sealerv1.SealerServer. A one-time state is consumed only
@@ -111,16 +188,22 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if err != nil {
 		return nil, err
 	}
-	want := sealer.Expect{Principal: req.GetPrincipal(), Request: d, Skew: s.cfg.Skew}
+	t := tenantOf(ctx)
+	want := sealer.Expect{Principal: req.GetPrincipal(), Request: d, Skew: s.cfg.Skew, MaxRounds: t.maxRounds}
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
-	t := tenantOf(ctx)
-	o, err := s.open(ctx, t, req.GetRequestState(), want)
+	want.Inputs = respondedInputs(req)
+	state := req.GetRequestState()
+	var o *sealer.Opened
+	err = s.withRing(ctx, t, state, func(ring *keys.Ring) (err error) {
+		o, err = sealer.Open(ring, t.name, state, want, s.now())
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if o.OneTime {
+	if o.OneTime || o.Flow != nil && o.Flow.LatestOnly {
 		if err := s.consume(ctx, t.name, o); err != nil {
 			return nil, err
 		}
@@ -129,24 +212,38 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 		Payload:   o.Payload,
 		IssuedAt:  timestamppb.New(o.IssuedAt),
 		ExpiresAt: timestamppb.New(o.ExpiresAt),
+		Flow:      flowProto(o.Flow),
 	}, nil
 }
 
-// consume records a one-time state in the ledger (R6). The entry outlives
-// the last moment any replica can accept the state, expiry + skew on that
-// replica's clock, by: another skew (the replicas' clocks may differ by up
-// to skew, the documented meaning of --skew), the ledger's timeout (a
-// consume in flight) and a second of scheduling. A consume that completes
-// after the acceptance window is refused as expired, never counted as a win.
-// On any failure the payload is zeroed: the caller gets none of it.
+// consume records an opened state in the ledger: a one-time state under its
+// id (R6), a latest-round-only state under its flow, as its round (which
+// also opens each such state at most once). The entry outlives the last
+// moment any replica can accept the state (expiry + skew on that replica's
+// clock; the flow's deadline) by: another skew (the replicas' clocks may
+// differ by up to skew, the documented meaning of --skew), the ledger's
+// timeout (a consume in flight) and a second of scheduling. A consume that
+// completes after the acceptance window is refused as expired (or flow
+// expired), never counted as a win. On any failure the payload is zeroed:
+// the caller gets none of it.
 func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) error {
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.consume")
 	defer span.End()
 	start := time.Now()
-	until := o.ExpiresAt.Add(s.ledgerRetention())
-	err := s.ledger.Consume(ctx, tenant, o.ID, until)
-	if err == nil && o.Expired(s.now(), s.cfg.Skew) {
-		err = sealer.ErrExpired
+	var err error
+	if f := o.Flow; f != nil && f.LatestOnly {
+		err = s.ledger.Advance(ctx, tenant, f.ID, f.Round, f.Deadline.Add(s.ledgerRetention()))
+	} else {
+		err = s.ledger.Consume(ctx, tenant, o.ID, o.ExpiresAt.Add(s.ledgerRetention()))
+	}
+	if err == nil {
+		now := s.now()
+		switch {
+		case o.Expired(now, s.cfg.Skew):
+			err = sealer.ErrExpired
+		case o.Flow != nil && now.UnixMilli() > o.Flow.Deadline.UnixMilli():
+			err = sealer.ErrFlowExpired
+		}
 	}
 	reason := ledgerReason(err)
 	span.SetAttributes(attribute.String("sealer.ledger.outcome", reason))
@@ -160,33 +257,33 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) 
 	return err
 }
 
-// open opens a state with the current ring. A state that names a key version
-// newer than the ring (a rotation this replica has not seen yet) makes the
-// ring refresh at once, and the open is tried again with the new ring. The
-// wait for that refresh counts against the tenant's limits and ends with the
-// caller's deadline.
-func (s *service) open(ctx context.Context, t *tenant, state string, want sealer.Expect) (*sealer.Opened, error) {
+// withRing runs open, which opens state, with the current ring. A state
+// that names a key version newer than the ring (a rotation this replica has
+// not seen yet) makes the ring refresh at once, and open runs again with the
+// new ring. The wait for that refresh counts against the tenant's limits
+// and ends with the caller's deadline.
+func (s *service) withRing(ctx context.Context, t *tenant, state string, open func(*keys.Ring) error) error {
 	ring := s.keys.Ring()
 	if ring == nil {
-		return nil, errNoKeys
+		return errNoKeys
 	}
-	o, err := sealer.Open(ring, t.name, state, want, s.now())
+	err := open(ring)
 	if !errors.Is(err, sealer.ErrInvalid) {
-		return o, err
+		return err
 	}
 	if h, herr := sealer.Inspect(state); herr != nil || h.KeyVersion <= ring.Newest() {
-		return nil, err
+		return err
 	}
 	leave, ok := t.limiter.enterDemand()
 	if !ok {
-		return nil, err
+		return err
 	}
 	fresh := s.keys.Demand(ctx)
 	leave()
 	if fresh != nil && fresh != ring {
-		return sealer.Open(fresh, t.name, state, want, s.now())
+		return open(fresh)
 	}
-	return nil, err
+	return err
 }
 
 // ledgerRetention is how long past its expiry a consumed state's ledger
@@ -203,6 +300,8 @@ func ledgerReason(err error) string {
 		return reasonAlreadyConsumed
 	case errors.Is(err, sealer.ErrExpired):
 		return reasonExpired
+	case errors.Is(err, sealer.ErrFlowExpired):
+		return reasonFlowExpired
 	}
 	return reasonLedgerUnavailable
 }

@@ -30,6 +30,10 @@ func (failingLedger) Consume(context.Context, string, sealer.StateID, time.Time)
 	return fmt.Errorf("%w: connection refused", ledger.ErrUnavailable)
 }
 
+func (failingLedger) Advance(context.Context, string, sealer.FlowID, uint32, time.Time) error {
+	return fmt.Errorf("%w: connection refused", ledger.ErrUnavailable)
+}
+
 // fixedRing is a ring source that never changes.
 type fixedRing struct{ ring *keys.Ring }
 

@@ -44,6 +44,8 @@ type tenantJSON struct {
 		RatePerSecond float64       `yaml:"ratePerSecond"`
 		Burst         int           `yaml:"burst"`
 		MaxConcurrent int           `yaml:"maxConcurrent"`
+		FlowTTL       time.Duration `yaml:"flowTTL"`
+		MaxRounds     int           `yaml:"maxRounds"`
 	} `yaml:"policy"`
 }
 
@@ -57,6 +59,8 @@ type tenant struct {
 	ratePerSecond float64 // 0: unlimited
 	burst         int
 	maxConcurrent int // 0: unlimited
+	flowTTL       time.Duration
+	maxRounds     uint32
 	limiter       *limiter
 }
 
@@ -79,7 +83,8 @@ var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // implicitTenants is the configuration without a tenants file: one tenant,
 // no authentication (loopback or --insecure only), the server's policy.
 func implicitTenants(cfg Config) *tenants {
-	t := &tenant{name: defaultTenant, defaultTTL: cfg.DefaultTTL, maxTTL: cfg.MaxTTL, maxPayload: sealer.MaxPayload, oneTime: oneTimeAllowed}
+	t := &tenant{name: defaultTenant, defaultTTL: cfg.DefaultTTL, maxTTL: cfg.MaxTTL, maxPayload: sealer.MaxPayload, oneTime: oneTimeAllowed,
+		flowTTL: cfg.FlowTTL, maxRounds: uint32(cfg.MaxRounds)}
 	t.limiter = newLimiter(t)
 	return &tenants{implicit: t, all: map[string]*tenant{t.name: t}}
 }
@@ -111,7 +116,8 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 		}
 		p := j.Policy
 		t := &tenant{name: name, defaultTTL: cmp.Or(p.DefaultTTL, cfg.DefaultTTL), maxTTL: cmp.Or(p.MaxTTL, cfg.MaxTTL),
-			maxPayload: p.MaxPayload, oneTime: p.OneTime, ratePerSecond: p.RatePerSecond, burst: p.Burst, maxConcurrent: p.MaxConcurrent}
+			maxPayload: p.MaxPayload, oneTime: p.OneTime, ratePerSecond: p.RatePerSecond, burst: p.Burst, maxConcurrent: p.MaxConcurrent,
+			flowTTL: cmp.Or(p.FlowTTL, cfg.FlowTTL), maxRounds: uint32(cmp.Or(p.MaxRounds, cfg.MaxRounds))}
 		if t.maxPayload == 0 {
 			t.maxPayload = sealer.MaxPayload
 		}
@@ -129,6 +135,12 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 		}
 		if t.oneTime != oneTimeAllowed && t.oneTime != oneTimeForced && t.oneTime != oneTimeForbidden {
 			bad("tenant %s: oneTime %q: want allowed, forced or forbidden", name, t.oneTime)
+		}
+		if t.flowTTL < cfg.MinTTL || t.flowTTL > MaxFlowTTL {
+			bad("tenant %s: flowTTL %v outside [%v, %v]", name, t.flowTTL, cfg.MinTTL, MaxFlowTTL)
+		}
+		if p.MaxRounds < 0 || p.MaxRounds > MaxRounds {
+			bad("tenant %s: maxRounds %d outside [1, %d]", name, p.MaxRounds, MaxRounds)
 		}
 		if t.ratePerSecond < 0 || t.burst < 0 || t.maxConcurrent < 0 {
 			bad("tenant %s: ratePerSecond, burst and maxConcurrent must not be negative", name)

@@ -52,6 +52,8 @@ func defineServeFlags(fs *flag.FlagSet, cfg *server.Config) (logFormat, logLevel
 	fs.IntVar(&cfg.LedgerReplicas, "ledger-replicas", cfg.LedgerReplicas, "Redis replicas that must acknowledge each consume (WAIT) for it to count (0: none)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often expired embedded-ledger entries are deleted")
 	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
+	fs.DurationVar(&cfg.FlowTTL, "flow-ttl", cfg.FlowTTL, "life of a flow (a multi-round request) from its first round; no state of it opens after that")
+	fs.IntVar(&cfg.MaxRounds, "max-rounds", cfg.MaxRounds, "most rounds of one flow")
 	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
 	fs.DurationVar(&cfg.MaxTTL, "max-ttl", cfg.MaxTTL, "longest ttl accepted; longer is refused, not clamped")
 	fs.DurationVar(&cfg.Skew, "skew", cfg.Skew, "clock skew allowed past a state's expiry")
@@ -75,7 +77,7 @@ var serveGroups = []struct {
 		"vault-auth", "vault-auth-mount", "vault-token-file", "vault-role-id-file", "vault-secret-id-file",
 		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-kv-mount", "vault-kv-path"}},
 	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "ledger-replicas", "sweep-interval"}},
-	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew"}},
+	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "flow-ttl", "max-rounds"}},
 	{"Probes and shutdown", []string{"ready-requires-ledger", "shutdown-delay", "shutdown-grace"}},
 	{"Logs and debugging", []string{"log-format", "log-level", "audit-log", "pprof-addr"}},
 }

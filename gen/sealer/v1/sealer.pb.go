@@ -68,6 +68,16 @@ const (
 	Reason_REASON_RESOURCE_EXHAUSTED Reason = 10
 	// The sealer failed; the message says no more.
 	Reason_REASON_INTERNAL Reason = 11
+	// The state is authentic, but the retry's inputResponses do not answer
+	// exactly the input keys its round asked (a key added, left out, or
+	// spelled otherwise).
+	Reason_REASON_INPUT_MISMATCH Reason = 12
+	// The state is authentic, but its flow's deadline has passed: no round of
+	// that request opens or continues any more.
+	Reason_REASON_FLOW_EXPIRED Reason = 13
+	// The state is authentic, but its flow has used the rounds the tenant
+	// allows.
+	Reason_REASON_FLOW_EXHAUSTED Reason = 14
 )
 
 // Enum value maps for Reason.
@@ -85,6 +95,9 @@ var (
 		9:  "REASON_UNAUTHENTICATED",
 		10: "REASON_RESOURCE_EXHAUSTED",
 		11: "REASON_INTERNAL",
+		12: "REASON_INPUT_MISMATCH",
+		13: "REASON_FLOW_EXPIRED",
+		14: "REASON_FLOW_EXHAUSTED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -99,6 +112,9 @@ var (
 		"REASON_UNAUTHENTICATED":    9,
 		"REASON_RESOURCE_EXHAUSTED": 10,
 		"REASON_INTERNAL":           11,
+		"REASON_INPUT_MISMATCH":     12,
+		"REASON_FLOW_EXPIRED":       13,
+		"REASON_FLOW_EXHAUSTED":     14,
 	}
 )
 
@@ -207,7 +223,12 @@ type SealRequest struct {
 	// How long the state lives. Unset means the server's default.
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Whether the state opens at most once.
-	OneTime       bool `protobuf:"varint,5,opt,name=one_time,json=oneTime,proto3" json:"one_time,omitempty"`
+	OneTime bool `protobuf:"varint,5,opt,name=one_time,json=oneTime,proto3" json:"one_time,omitempty"`
+	// When set, the state is one round of a multi-round request, a flow
+	// (FORMAT.md, "Flows"): round 1 of a new flow, or the round after the
+	// state named in continues. The state then expires no later than the
+	// flow's deadline.
+	Flow          *FlowRequest `protobuf:"bytes,6,opt,name=flow,proto3" json:"flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,20 +298,222 @@ func (x *SealRequest) GetOneTime() bool {
 	return false
 }
 
+func (x *SealRequest) GetFlow() *FlowRequest {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
+// FlowRequest starts or continues a flow.
+type FlowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for round 1 of a new flow, whose deadline is now plus the
+	// tenant's flow TTL. Otherwise the request_state of the round before,
+	// exactly as the retry carried it and Open accepted it: the new state
+	// continues its flow (same id and deadline, the next round). Seal refuses
+	// one of another tenant (INVALID_STATE), principal or request, one whose
+	// flow's deadline passed (FLOW_EXPIRED) or that used its rounds
+	// (FLOW_EXHAUSTED).
+	Continues string `protobuf:"bytes,1,opt,name=continues,proto3" json:"continues,omitempty"`
+	// Whether only the flow's latest round opens: after round n opened, no
+	// state of round n or earlier opens again (ALREADY_CONSUMED). Once a
+	// round has it, every later round has it too.
+	LatestOnly bool `protobuf:"varint,2,opt,name=latest_only,json=latestOnly,proto3" json:"latest_only,omitempty"`
+	// The keys of the inputRequests this round asks. When set, the retry
+	// must answer exactly these keys in its inputResponses (INPUT_MISMATCH).
+	Asked         *InputKeys `protobuf:"bytes,3,opt,name=asked,proto3" json:"asked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowRequest) Reset() {
+	*x = FlowRequest{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowRequest) ProtoMessage() {}
+
+func (x *FlowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowRequest.ProtoReflect.Descriptor instead.
+func (*FlowRequest) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FlowRequest) GetContinues() string {
+	if x != nil {
+		return x.Continues
+	}
+	return ""
+}
+
+func (x *FlowRequest) GetLatestOnly() bool {
+	if x != nil {
+		return x.LatestOnly
+	}
+	return false
+}
+
+func (x *FlowRequest) GetAsked() *InputKeys {
+	if x != nil {
+		return x.Asked
+	}
+	return nil
+}
+
+// InputKeys is a set of input keys: the member names of an inputRequests or
+// inputResponses object. At most 256, each 1 to 1,024 bytes, none twice.
+type InputKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The keys, in any order.
+	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputKeys) Reset() {
+	*x = InputKeys{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputKeys) ProtoMessage() {}
+
+func (x *InputKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputKeys.ProtoReflect.Descriptor instead.
+func (*InputKeys) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *InputKeys) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// Flow describes the flow a state belongs to.
+type Flow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The flow's id: 16 bytes, the same in every round.
+	Id []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The state's round, from 1.
+	Round uint32 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	// When the flow ends: no state of it opens after this.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Whether only the flow's latest round opens.
+	LatestOnly    bool `protobuf:"varint,4,opt,name=latest_only,json=latestOnly,proto3" json:"latest_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Flow) Reset() {
+	*x = Flow{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Flow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Flow) ProtoMessage() {}
+
+func (x *Flow) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Flow.ProtoReflect.Descriptor instead.
+func (*Flow) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Flow) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Flow) GetRound() uint32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Flow) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *Flow) GetLatestOnly() bool {
+	if x != nil {
+		return x.LatestOnly
+	}
+	return false
+}
+
 // SealResponse carries the new requestState.
 type SealResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The opaque state to hand to the client (unpadded base64url).
 	RequestState string `protobuf:"bytes,1,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
 	// When the state stops opening.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The state's flow, when the request asked for one.
+	Flow          *Flow `protobuf:"bytes,3,opt,name=flow,proto3" json:"flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SealResponse) Reset() {
 	*x = SealResponse{}
-	mi := &file_sealer_v1_sealer_proto_msgTypes[2]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +525,7 @@ func (x *SealResponse) String() string {
 func (*SealResponse) ProtoMessage() {}
 
 func (x *SealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sealer_v1_sealer_proto_msgTypes[2]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +538,7 @@ func (x *SealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealResponse.ProtoReflect.Descriptor instead.
 func (*SealResponse) Descriptor() ([]byte, []int) {
-	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{2}
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SealResponse) GetRequestState() string {
@@ -332,6 +555,13 @@ func (x *SealResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SealResponse) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
 // OpenRequest presents a requestState from a retry.
 type OpenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -340,14 +570,19 @@ type OpenRequest struct {
 	// The authenticated user of the retry.
 	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
 	// The retry itself.
-	Request       *Binding `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	Request *Binding `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	// The keys of the retry's inputResponses (an absent inputResponses: set
+	// with no keys). When unset, they are taken from the inputResponses of
+	// request.params; with a digest binding and no responded, they are not
+	// known, and a state whose round asked input keys does not open.
+	Responded     *InputKeys `protobuf:"bytes,4,opt,name=responded,proto3" json:"responded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sealer_v1_sealer_proto_msgTypes[3]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +594,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sealer_v1_sealer_proto_msgTypes[3]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +607,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{3}
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OpenRequest) GetRequestState() string {
@@ -396,6 +631,13 @@ func (x *OpenRequest) GetRequest() *Binding {
 	return nil
 }
 
+func (x *OpenRequest) GetResponded() *InputKeys {
+	if x != nil {
+		return x.Responded
+	}
+	return nil
+}
+
 // OpenResponse returns what was sealed.
 type OpenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -404,14 +646,17 @@ type OpenResponse struct {
 	// When the state was sealed.
 	IssuedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
 	// When the state stops opening.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The state's flow, when it belongs to one: pass request_state as
+	// FlowRequest.continues to seal the next round.
+	Flow          *Flow `protobuf:"bytes,4,opt,name=flow,proto3" json:"flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sealer_v1_sealer_proto_msgTypes[4]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +668,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sealer_v1_sealer_proto_msgTypes[4]
+	mi := &file_sealer_v1_sealer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +681,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{4}
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OpenResponse) GetPayload() []byte {
@@ -460,6 +705,13 @@ func (x *OpenResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *OpenResponse) GetFlow() *Flow {
+	if x != nil {
+		return x.Flow
+	}
+	return nil
+}
+
 var File_sealer_v1_sealer_proto protoreflect.FileDescriptor
 
 const file_sealer_v1_sealer_proto_rawDesc = "" +
@@ -468,26 +720,43 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\aBinding\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12/\n" +
 	"\x06params\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06params\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest\"\xbb\x01\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest\"\xe7\x01\n" +
 	"\vSealRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12,\n" +
 	"\arequest\x18\x02 \x01(\v2\x12.sealer.v1.BindingR\arequest\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12+\n" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x19\n" +
-	"\bone_time\x18\x05 \x01(\bR\aoneTime\"n\n" +
+	"\bone_time\x18\x05 \x01(\bR\aoneTime\x12*\n" +
+	"\x04flow\x18\x06 \x01(\v2\x16.sealer.v1.FlowRequestR\x04flow\"x\n" +
+	"\vFlowRequest\x12\x1c\n" +
+	"\tcontinues\x18\x01 \x01(\tR\tcontinues\x12\x1f\n" +
+	"\vlatest_only\x18\x02 \x01(\bR\n" +
+	"latestOnly\x12*\n" +
+	"\x05asked\x18\x03 \x01(\v2\x14.sealer.v1.InputKeysR\x05asked\"\x1f\n" +
+	"\tInputKeys\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"\x85\x01\n" +
+	"\x04Flow\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\rR\x05round\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
+	"\vlatest_only\x18\x04 \x01(\bR\n" +
+	"latestOnly\"\x93\x01\n" +
 	"\fSealResponse\x12#\n" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"~\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
+	"\x04flow\x18\x03 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\"\xb2\x01\n" +
 	"\vOpenRequest\x12#\n" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12,\n" +
-	"\arequest\x18\x03 \x01(\v2\x12.sealer.v1.BindingR\arequest\"\x9c\x01\n" +
+	"\arequest\x18\x03 \x01(\v2\x12.sealer.v1.BindingR\arequest\x122\n" +
+	"\tresponded\x18\x04 \x01(\v2\x14.sealer.v1.InputKeysR\tresponded\"\xc1\x01\n" +
 	"\fOpenResponse\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x127\n" +
 	"\tissued_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bissuedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt*\xd0\x02\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
+	"\x04flow\x18\x04 \x01(\v2\x0f.sealer.v1.FlowR\x04flow*\x9f\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REASON_INVALID_STATE\x10\x01\x12\x12\n" +
@@ -501,7 +770,10 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\x16REASON_UNAUTHENTICATED\x10\t\x12\x1d\n" +
 	"\x19REASON_RESOURCE_EXHAUSTED\x10\n" +
 	"\x12\x13\n" +
-	"\x0fREASON_INTERNAL\x10\v2z\n" +
+	"\x0fREASON_INTERNAL\x10\v\x12\x19\n" +
+	"\x15REASON_INPUT_MISMATCH\x10\f\x12\x17\n" +
+	"\x13REASON_FLOW_EXPIRED\x10\r\x12\x19\n" +
+	"\x15REASON_FLOW_EXHAUSTED\x10\x0e2z\n" +
 	"\x06Sealer\x127\n" +
 	"\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x127\n" +
 	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
@@ -519,35 +791,44 @@ func file_sealer_v1_sealer_proto_rawDescGZIP() []byte {
 }
 
 var file_sealer_v1_sealer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sealer_v1_sealer_proto_goTypes = []any{
 	(Reason)(0),                   // 0: sealer.v1.Reason
 	(*Binding)(nil),               // 1: sealer.v1.Binding
 	(*SealRequest)(nil),           // 2: sealer.v1.SealRequest
-	(*SealResponse)(nil),          // 3: sealer.v1.SealResponse
-	(*OpenRequest)(nil),           // 4: sealer.v1.OpenRequest
-	(*OpenResponse)(nil),          // 5: sealer.v1.OpenResponse
-	(*structpb.Struct)(nil),       // 6: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 7: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*FlowRequest)(nil),           // 3: sealer.v1.FlowRequest
+	(*InputKeys)(nil),             // 4: sealer.v1.InputKeys
+	(*Flow)(nil),                  // 5: sealer.v1.Flow
+	(*SealResponse)(nil),          // 6: sealer.v1.SealResponse
+	(*OpenRequest)(nil),           // 7: sealer.v1.OpenRequest
+	(*OpenResponse)(nil),          // 8: sealer.v1.OpenResponse
+	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_sealer_v1_sealer_proto_depIdxs = []int32{
-	6, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
-	1, // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
-	7, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
-	8, // 3: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1, // 4: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
-	8, // 5: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
-	8, // 6: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
-	2, // 7: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
-	4, // 8: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
-	3, // 9: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
-	5, // 10: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	9,  // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
+	1,  // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
+	10, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
+	3,  // 3: sealer.v1.SealRequest.flow:type_name -> sealer.v1.FlowRequest
+	4,  // 4: sealer.v1.FlowRequest.asked:type_name -> sealer.v1.InputKeys
+	11, // 5: sealer.v1.Flow.deadline:type_name -> google.protobuf.Timestamp
+	11, // 6: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 7: sealer.v1.SealResponse.flow:type_name -> sealer.v1.Flow
+	1,  // 8: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
+	4,  // 9: sealer.v1.OpenRequest.responded:type_name -> sealer.v1.InputKeys
+	11, // 10: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
+	11, // 11: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 12: sealer.v1.OpenResponse.flow:type_name -> sealer.v1.Flow
+	2,  // 13: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
+	7,  // 14: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
+	6,  // 15: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
+	8,  // 16: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sealer_v1_sealer_proto_init() }
@@ -561,7 +842,7 @@ func file_sealer_v1_sealer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sealer_v1_sealer_proto_rawDesc), len(file_sealer_v1_sealer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

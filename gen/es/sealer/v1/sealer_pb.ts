@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file sealer/v1/sealer.proto.
  */
 export const file_sealer_v1_sealer: GenFile = /*@__PURE__*/
-  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwikAEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgiVQoMU2VhbFJlc3BvbnNlEhUKDXJlcXVlc3Rfc3RhdGUYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nIn4KDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAq0AIKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABIYChRSRUFTT05fSU5WQUxJRF9TVEFURRABEhIKDlJFQVNPTl9FWFBJUkVEEAISHQoZUkVBU09OX1BSSU5DSVBBTF9NSVNNQVRDSBADEhsKF1JFQVNPTl9SRVFVRVNUX01JU01BVENIEAQSGwoXUkVBU09OX0FMUkVBRFlfQ09OU1VNRUQQBRIdChlSRUFTT05fTEVER0VSX1VOQVZBSUxBQkxFEAYSGwoXUkVBU09OX0lOVkFMSURfQVJHVU1FTlQQBxIbChdSRUFTT05fS0VZU19VTkFWQUlMQUJMRRAIEhoKFlJFQVNPTl9VTkFVVEhFTlRJQ0FURUQQCRIdChlSRUFTT05fUkVTT1VSQ0VfRVhIQVVTVEVEEAoSEwoPUkVBU09OX0lOVEVSTkFMEAsyegoGU2VhbGVyEjcKBFNlYWwSFi5zZWFsZXIudjEuU2VhbFJlcXVlc3QaFy5zZWFsZXIudjEuU2VhbFJlc3BvbnNlEjcKBE9wZW4SFi5zZWFsZXIudjEuT3BlblJlcXVlc3QaFy5zZWFsZXIudjEuT3BlblJlc3BvbnNlQjVaM2dpdGh1Yi5jb20vbWNwLXNlYWxlci9zZWFsZXIvZ2VuL3NlYWxlci92MTtzZWFsZXJ2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwitgEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgSJAoEZmxvdxgGIAEoCzIWLnNlYWxlci52MS5GbG93UmVxdWVzdCJaCgtGbG93UmVxdWVzdBIRCgljb250aW51ZXMYASABKAkSEwoLbGF0ZXN0X29ubHkYAiABKAgSIwoFYXNrZWQYAyABKAsyFC5zZWFsZXIudjEuSW5wdXRLZXlzIhkKCUlucHV0S2V5cxIMCgRrZXlzGAEgAygJImQKBEZsb3cSCgoCaWQYASABKAwSDQoFcm91bmQYAiABKA0SLAoIZGVhZGxpbmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2xhdGVzdF9vbmx5GAQgASgIInQKDFNlYWxSZXNwb25zZRIVCg1yZXF1ZXN0X3N0YXRlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KBGZsb3cYAyABKAsyDy5zZWFsZXIudjEuRmxvdyKFAQoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nEicKCXJlc3BvbmRlZBgEIAEoCzIULnNlYWxlci52MS5JbnB1dEtleXMinQEKDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoEZmxvdxgEIAEoCzIPLnNlYWxlci52MS5GbG93Kp8DCgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASGAoUUkVBU09OX0lOVkFMSURfU1RBVEUQARISCg5SRUFTT05fRVhQSVJFRBACEh0KGVJFQVNPTl9QUklOQ0lQQUxfTUlTTUFUQ0gQAxIbChdSRUFTT05fUkVRVUVTVF9NSVNNQVRDSBAEEhsKF1JFQVNPTl9BTFJFQURZX0NPTlNVTUVEEAUSHQoZUkVBU09OX0xFREdFUl9VTkFWQUlMQUJMRRAGEhsKF1JFQVNPTl9JTlZBTElEX0FSR1VNRU5UEAcSGwoXUkVBU09OX0tFWVNfVU5BVkFJTEFCTEUQCBIaChZSRUFTT05fVU5BVVRIRU5USUNBVEVEEAkSHQoZUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAKEhMKD1JFQVNPTl9JTlRFUk5BTBALEhkKFVJFQVNPTl9JTlBVVF9NSVNNQVRDSBAMEhcKE1JFQVNPTl9GTE9XX0VYUElSRUQQDRIZChVSRUFTT05fRkxPV19FWEhBVVNURUQQDjJ6CgZTZWFsZXISNwoEU2VhbBIWLnNlYWxlci52MS5TZWFsUmVxdWVzdBoXLnNlYWxlci52MS5TZWFsUmVzcG9uc2USNwoET3BlbhIWLnNlYWxlci52MS5PcGVuUmVxdWVzdBoXLnNlYWxlci52MS5PcGVuUmVzcG9uc2VCNVozZ2l0aHViLmNvbS9tY3Atc2VhbGVyL3NlYWxlci9nZW4vc2VhbGVyL3YxO3NlYWxlcnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Binding names the MCP request a state is bound to: either the method and
@@ -95,6 +95,16 @@ export type SealRequest = Message<"sealer.v1.SealRequest"> & {
    * @generated from field: bool one_time = 5;
    */
   oneTime: boolean;
+
+  /**
+   * When set, the state is one round of a multi-round request, a flow
+   * (FORMAT.md, "Flows"): round 1 of a new flow, or the round after the
+   * state named in continues. The state then expires no later than the
+   * flow's deadline.
+   *
+   * @generated from field: sealer.v1.FlowRequest flow = 6;
+   */
+  flow?: FlowRequest | undefined;
 };
 
 /**
@@ -103,6 +113,114 @@ export type SealRequest = Message<"sealer.v1.SealRequest"> & {
  */
 export const SealRequestSchema: GenMessage<SealRequest> = /*@__PURE__*/
   messageDesc(file_sealer_v1_sealer, 1);
+
+/**
+ * FlowRequest starts or continues a flow.
+ *
+ * @generated from message sealer.v1.FlowRequest
+ */
+export type FlowRequest = Message<"sealer.v1.FlowRequest"> & {
+  /**
+   * Empty for round 1 of a new flow, whose deadline is now plus the
+   * tenant's flow TTL. Otherwise the request_state of the round before,
+   * exactly as the retry carried it and Open accepted it: the new state
+   * continues its flow (same id and deadline, the next round). Seal refuses
+   * one of another tenant (INVALID_STATE), principal or request, one whose
+   * flow's deadline passed (FLOW_EXPIRED) or that used its rounds
+   * (FLOW_EXHAUSTED).
+   *
+   * @generated from field: string continues = 1;
+   */
+  continues: string;
+
+  /**
+   * Whether only the flow's latest round opens: after round n opened, no
+   * state of round n or earlier opens again (ALREADY_CONSUMED). Once a
+   * round has it, every later round has it too.
+   *
+   * @generated from field: bool latest_only = 2;
+   */
+  latestOnly: boolean;
+
+  /**
+   * The keys of the inputRequests this round asks. When set, the retry
+   * must answer exactly these keys in its inputResponses (INPUT_MISMATCH).
+   *
+   * @generated from field: sealer.v1.InputKeys asked = 3;
+   */
+  asked?: InputKeys | undefined;
+};
+
+/**
+ * Describes the message sealer.v1.FlowRequest.
+ * Use `create(FlowRequestSchema)` to create a new message.
+ */
+export const FlowRequestSchema: GenMessage<FlowRequest> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 2);
+
+/**
+ * InputKeys is a set of input keys: the member names of an inputRequests or
+ * inputResponses object. At most 256, each 1 to 1,024 bytes, none twice.
+ *
+ * @generated from message sealer.v1.InputKeys
+ */
+export type InputKeys = Message<"sealer.v1.InputKeys"> & {
+  /**
+   * The keys, in any order.
+   *
+   * @generated from field: repeated string keys = 1;
+   */
+  keys: string[];
+};
+
+/**
+ * Describes the message sealer.v1.InputKeys.
+ * Use `create(InputKeysSchema)` to create a new message.
+ */
+export const InputKeysSchema: GenMessage<InputKeys> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 3);
+
+/**
+ * Flow describes the flow a state belongs to.
+ *
+ * @generated from message sealer.v1.Flow
+ */
+export type Flow = Message<"sealer.v1.Flow"> & {
+  /**
+   * The flow's id: 16 bytes, the same in every round.
+   *
+   * @generated from field: bytes id = 1;
+   */
+  id: Uint8Array;
+
+  /**
+   * The state's round, from 1.
+   *
+   * @generated from field: uint32 round = 2;
+   */
+  round: number;
+
+  /**
+   * When the flow ends: no state of it opens after this.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 3;
+   */
+  deadline?: Timestamp | undefined;
+
+  /**
+   * Whether only the flow's latest round opens.
+   *
+   * @generated from field: bool latest_only = 4;
+   */
+  latestOnly: boolean;
+};
+
+/**
+ * Describes the message sealer.v1.Flow.
+ * Use `create(FlowSchema)` to create a new message.
+ */
+export const FlowSchema: GenMessage<Flow> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 4);
 
 /**
  * SealResponse carries the new requestState.
@@ -123,6 +241,13 @@ export type SealResponse = Message<"sealer.v1.SealResponse"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 2;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The state's flow, when the request asked for one.
+   *
+   * @generated from field: sealer.v1.Flow flow = 3;
+   */
+  flow?: Flow | undefined;
 };
 
 /**
@@ -130,7 +255,7 @@ export type SealResponse = Message<"sealer.v1.SealResponse"> & {
  * Use `create(SealResponseSchema)` to create a new message.
  */
 export const SealResponseSchema: GenMessage<SealResponse> = /*@__PURE__*/
-  messageDesc(file_sealer_v1_sealer, 2);
+  messageDesc(file_sealer_v1_sealer, 5);
 
 /**
  * OpenRequest presents a requestState from a retry.
@@ -158,6 +283,16 @@ export type OpenRequest = Message<"sealer.v1.OpenRequest"> & {
    * @generated from field: sealer.v1.Binding request = 3;
    */
   request?: Binding | undefined;
+
+  /**
+   * The keys of the retry's inputResponses (an absent inputResponses: set
+   * with no keys). When unset, they are taken from the inputResponses of
+   * request.params; with a digest binding and no responded, they are not
+   * known, and a state whose round asked input keys does not open.
+   *
+   * @generated from field: sealer.v1.InputKeys responded = 4;
+   */
+  responded?: InputKeys | undefined;
 };
 
 /**
@@ -165,7 +300,7 @@ export type OpenRequest = Message<"sealer.v1.OpenRequest"> & {
  * Use `create(OpenRequestSchema)` to create a new message.
  */
 export const OpenRequestSchema: GenMessage<OpenRequest> = /*@__PURE__*/
-  messageDesc(file_sealer_v1_sealer, 3);
+  messageDesc(file_sealer_v1_sealer, 6);
 
 /**
  * OpenResponse returns what was sealed.
@@ -193,6 +328,14 @@ export type OpenResponse = Message<"sealer.v1.OpenResponse"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 3;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The state's flow, when it belongs to one: pass request_state as
+   * FlowRequest.continues to seal the next round.
+   *
+   * @generated from field: sealer.v1.Flow flow = 4;
+   */
+  flow?: Flow | undefined;
 };
 
 /**
@@ -200,7 +343,7 @@ export type OpenResponse = Message<"sealer.v1.OpenResponse"> & {
  * Use `create(OpenResponseSchema)` to create a new message.
  */
 export const OpenResponseSchema: GenMessage<OpenResponse> = /*@__PURE__*/
-  messageDesc(file_sealer_v1_sealer, 4);
+  messageDesc(file_sealer_v1_sealer, 7);
 
 /**
  * Reason is why a call failed: the reason of the google.rpc.ErrorInfo
@@ -303,6 +446,31 @@ export enum Reason {
    * @generated from enum value: REASON_INTERNAL = 11;
    */
   INTERNAL = 11,
+
+  /**
+   * The state is authentic, but the retry's inputResponses do not answer
+   * exactly the input keys its round asked (a key added, left out, or
+   * spelled otherwise).
+   *
+   * @generated from enum value: REASON_INPUT_MISMATCH = 12;
+   */
+  INPUT_MISMATCH = 12,
+
+  /**
+   * The state is authentic, but its flow's deadline has passed: no round of
+   * that request opens or continues any more.
+   *
+   * @generated from enum value: REASON_FLOW_EXPIRED = 13;
+   */
+  FLOW_EXPIRED = 13,
+
+  /**
+   * The state is authentic, but its flow has used the rounds the tenant
+   * allows.
+   *
+   * @generated from enum value: REASON_FLOW_EXHAUSTED = 14;
+   */
+  FLOW_EXHAUSTED = 14,
 }
 
 /**
