@@ -9,9 +9,19 @@
 //		// answer the MCP client with JSON-RPC invalid params (-32602)
 //	}
 //
+// A request that needs several rounds of input is best sealed as a flow
+// (FlowRequest): its rounds share one deadline, the retry must answer exactly
+// the input keys its round asked, and, latest-only, a round that was
+// answered never opens again:
+//
+//	flow := client.FlowRequest{LatestOnly: true, Asked: client.InputKeys(inputRequests)}
+//	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who,
+//		Request: client.ToolCall(params.Name, params.Arguments), Payload: progress,
+//		Flow: flow.After(opened)}) // opened: nil in round 1, else what Open returned
+//
 // It links no MCP SDK and nothing of the service's storage: the adapter for
-// the official MCP Go SDK (bindings from its request types, its JSON-RPC
-// error) is the module client/gosdk.
+// the official MCP Go SDK (bindings from its request types, with the input
+// keys of the retry; its JSON-RPC error) is the module client/gosdk.
 package client
 
 import (
@@ -19,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,10 +46,11 @@ import (
 
 // Errors of the sealer service. Where the core or the ledger has a sentinel
 // for a reason (sealer.ErrInvalid, sealer.ErrExpired,
-// sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch, sealer.ErrArgument,
-// ledger.ErrConsumed, ledger.ErrUnavailable), the error matches it, so that
-// errors.Is reads the same in process and over the network; these are for
-// the others.
+// sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch,
+// sealer.ErrInputMismatch, sealer.ErrFlowExpired, sealer.ErrFlowExhausted,
+// sealer.ErrArgument, ledger.ErrConsumed, ledger.ErrUnavailable), the error
+// matches it, so that errors.Is reads the same in process and over the
+// network; these are for the others.
 var (
 	// ErrInvalidArgument means the sealer refused the request as malformed.
 	// It is sealer.ErrArgument, which the core returns for the same.
@@ -49,6 +61,10 @@ var (
 	ErrResourceExhausted = errors.New("sealer: tenant limit exceeded")
 	// ErrKeysUnavailable means the sealer has no keys loaded yet; retry.
 	ErrKeysUnavailable = errors.New("sealer: no keys loaded yet")
+	// ErrNoFlow means a Seal asked for a flow and the sealer answered
+	// without one: a release that predates flows, which ignores the request.
+	// The state it sealed is not returned (fail closed).
+	ErrNoFlow = errors.New("sealer: the sealer sealed no flow (a release without flows?)")
 )
 
 // reasons map the sealer's error reasons to sentinels. REASON_INTERNAL has
@@ -58,6 +74,9 @@ var reasons = map[sealerv1.Reason]error{
 	sealerv1.Reason_REASON_EXPIRED:            sealer.ErrExpired,
 	sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: sealer.ErrPrincipalMismatch,
 	sealerv1.Reason_REASON_REQUEST_MISMATCH:   sealer.ErrRequestMismatch,
+	sealerv1.Reason_REASON_INPUT_MISMATCH:     sealer.ErrInputMismatch,
+	sealerv1.Reason_REASON_FLOW_EXPIRED:       sealer.ErrFlowExpired,
+	sealerv1.Reason_REASON_FLOW_EXHAUSTED:     sealer.ErrFlowExhausted,
 	sealerv1.Reason_REASON_ALREADY_CONSUMED:   ledger.ErrConsumed,
 	sealerv1.Reason_REASON_LEDGER_UNAVAILABLE: ledger.ErrUnavailable,
 	sealerv1.Reason_REASON_INVALID_ARGUMENT:   ErrInvalidArgument,
@@ -67,17 +86,23 @@ var reasons = map[sealerv1.Reason]error{
 }
 
 // Rejected reports whether err means the state must be refused to the MCP
-// client: not authentic, expired, another principal's, another request's, or
-// already consumed. Other errors are the sealer's or the network's; the MCP
-// server should report them as its own failure.
+// client: not authentic, expired, another principal's, another request's,
+// already consumed, answered with other input keys than its round asked, or
+// of a flow past its deadline or out of rounds (from Open, or from a Seal
+// that continues it). Other errors are the sealer's or the network's; the
+// MCP server should report them as its own failure.
 func Rejected(err error) bool {
-	for _, e := range []error{sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch, ledger.ErrConsumed} {
+	for _, e := range rejections {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
 	return false
 }
+
+// rejections are the sentinels of the refusals of a client's state.
+var rejections = []error{sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch,
+	ledger.ErrConsumed, sealer.ErrInputMismatch, sealer.ErrFlowExpired, sealer.ErrFlowExhausted}
 
 // Client calls a sealer over gRPC. It is safe for concurrent use.
 type Client struct {
@@ -115,6 +140,25 @@ type Binding struct {
 	Method string
 	Params map[string]any
 	Digest []byte
+	// Responded is, on Open, the keys of the retry's inputResponses
+	// (InputKeys): empty, not nil, for a retry without any. Nil means not
+	// known, and a state whose round asked input keys then does not open
+	// (sealer.ErrInputMismatch): the client does not read them from Params.
+	// The bindings of client/gosdk fill it from the SDK's params. Seal
+	// ignores it.
+	Responded []string
+}
+
+// InputKeys returns the keys of an inputRequests or inputResponses object,
+// sorted, for FlowRequest.Asked and Binding.Responded. It never returns nil:
+// a nil map (no inputResponses at all) is the empty set of keys.
+func InputKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // ToolCall binds to a tools/call request: its tool name and its arguments
@@ -202,13 +246,63 @@ type SealRequest struct {
 	Principal string
 	Request   Binding
 	Payload   []byte
-	// TTL is the state's life; zero means the sealer's default.
+	// TTL is the state's life; zero means the sealer's default. A state of a
+	// flow expires no later than the flow's deadline.
 	TTL time.Duration
 	// OneTime makes the state open at most once.
 	OneTime bool
+	// Flow, when set, makes the state one round of a flow (FlowRequest).
+	Flow *FlowRequest
 }
 
-// Seal returns a new requestState and its expiry.
+// FlowRequest makes a state one round of a flow, a request that takes
+// several rounds of input (FORMAT.md, "Flows"): round 1 of a new flow, or
+// the round after the state Continues names.
+type FlowRequest struct {
+	// Continues is the state of the round before, exactly as the retry
+	// carried it and Open accepted it (After sets it); empty starts a new
+	// flow, with the deadline of the tenant's flow TTL. Seal refuses a
+	// state of another principal or request, of a flow past its deadline
+	// (sealer.ErrFlowExpired) or out of rounds (sealer.ErrFlowExhausted).
+	Continues string
+	// LatestOnly lets only the flow's latest round open: once a state of
+	// round n opened, no state of round n or earlier opens again
+	// (ledger.ErrConsumed), so the client can neither rewind nor fork the
+	// flow. It costs a ledger call per Open, as OneTime does. Once a round
+	// has it, every later round has it.
+	LatestOnly bool
+	// Asked is the keys of the inputRequests this round asks (InputKeys):
+	// the retry must answer exactly those in its inputResponses, compared
+	// as bytes (sealer.ErrInputMismatch). Nil leaves them unbound; empty
+	// asks for none.
+	Asked []string
+}
+
+// After returns f continuing the flow of the state that Open returned as o:
+// the round after o's. With o nil (the request's first round: no state was
+// opened), or o without a flow (a state sealed before its server used
+// flows), it returns f as it is, which starts a new flow.
+func (f FlowRequest) After(o *Opened) *FlowRequest {
+	if o != nil && o.Flow != nil {
+		f.Continues = o.State
+	}
+	return &f
+}
+
+// Flow is what the sealer says of a state's flow.
+type Flow struct {
+	// ID names the flow: the same in every round.
+	ID sealer.FlowID
+	// Round is the state's round, from 1.
+	Round uint32
+	// Deadline is the end of the flow: no state of it opens after it.
+	Deadline time.Time
+	// LatestOnly says whether only the flow's latest round opens.
+	LatestOnly bool
+}
+
+// Seal returns a new requestState and its expiry. When r asks for a flow
+// and the sealer answers without one, it returns ErrNoFlow and no state.
 func (c *Client) Seal(ctx context.Context, r SealRequest) (string, time.Time, error) {
 	b, err := r.Request.proto()
 	if err != nil {
@@ -218,14 +312,44 @@ func (c *Client) Seal(ctx context.Context, r SealRequest) (string, time.Time, er
 	if r.TTL != 0 {
 		req.Ttl = durationpb.New(r.TTL)
 	}
+	if f := r.Flow; f != nil {
+		req.Flow = &sealerv1.FlowRequest{Continues: f.Continues, LatestOnly: f.LatestOnly}
+		if f.Asked != nil {
+			req.Flow.Asked = &sealerv1.InputKeys{Keys: f.Asked}
+		}
+	}
 	resp, err := c.rpc.Seal(ctx, req)
 	if err != nil {
 		return "", time.Time{}, fromStatus(err)
 	}
+	if r.Flow != nil {
+		f, err := flowOf(resp.GetFlow())
+		if err == nil && r.Flow.LatestOnly && !f.LatestOnly {
+			err = errors.New("sealer: the sealer sealed a flow that is not latest-only")
+		}
+		if err != nil {
+			return "", time.Time{}, err
+		}
+	}
 	return resp.GetRequestState(), resp.GetExpiresAt().AsTime(), nil
 }
 
-// OpenRequest presents a state from a retry.
+// flowOf reads the flow of a response: ErrNoFlow when there is none, an
+// error when it is malformed.
+func flowOf(f *sealerv1.Flow) (*Flow, error) {
+	switch {
+	case f == nil:
+		return nil, ErrNoFlow
+	case len(f.GetId()) != len(sealer.FlowID{}) || f.GetRound() == 0 || f.GetDeadline() == nil:
+		return nil, errors.New("sealer: malformed flow in the sealer's response")
+	}
+	out := &Flow{Round: f.GetRound(), Deadline: f.GetDeadline().AsTime(), LatestOnly: f.GetLatestOnly()}
+	copy(out.ID[:], f.GetId())
+	return out, nil
+}
+
+// OpenRequest presents a state from a retry. Request.Responded carries the
+// keys of the retry's inputResponses.
 type OpenRequest struct {
 	State     string
 	Principal string
@@ -236,6 +360,11 @@ type OpenRequest struct {
 type Opened struct {
 	Payload             []byte
 	IssuedAt, ExpiresAt time.Time
+	// Flow is the state's flow; nil when it has none.
+	Flow *Flow
+	// State is the state that opened, as given to Open: what a
+	// FlowRequest continues (FlowRequest.After).
+	State string
 }
 
 // Open checks a state against the retry presenting it and returns what was
@@ -245,11 +374,21 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.rpc.Open(ctx, &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b})
+	req := &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b}
+	if r.Request.Responded != nil {
+		req.Responded = &sealerv1.InputKeys{Keys: r.Request.Responded}
+	}
+	resp, err := c.rpc.Open(ctx, req)
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	return &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime()}, nil
+	o := &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime(), State: r.State}
+	if resp.GetFlow() != nil {
+		if o.Flow, err = flowOf(resp.GetFlow()); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
 }
 
 // fromStatus maps a status with an ErrorInfo reason to its sentinel, keeping

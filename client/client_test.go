@@ -27,12 +27,13 @@ import (
 func wire(r sealerv1.Reason) string { return strings.TrimPrefix(r.String(), "REASON_") }
 
 // Every reason the sealer sends comes back as its sentinel, with the gRPC
-// status kept; the five that refuse a state are Rejected.
+// status kept; the eight that refuse a state are Rejected.
 func TestFromStatus(t *testing.T) {
 	rejected := map[sealerv1.Reason]bool{
 		sealerv1.Reason_REASON_INVALID_STATE: true, sealerv1.Reason_REASON_EXPIRED: true,
 		sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: true, sealerv1.Reason_REASON_REQUEST_MISMATCH: true,
-		sealerv1.Reason_REASON_ALREADY_CONSUMED: true,
+		sealerv1.Reason_REASON_ALREADY_CONSUMED: true, sealerv1.Reason_REASON_INPUT_MISMATCH: true,
+		sealerv1.Reason_REASON_FLOW_EXPIRED: true, sealerv1.Reason_REASON_FLOW_EXHAUSTED: true,
 	}
 	values := sealerv1.Reason(0).Descriptor().Values()
 	for i := range values.Len() {
@@ -87,6 +88,9 @@ func TestFromStatus_CoreSentinels(t *testing.T) {
 		{"EXPIRED", sealer.ErrExpired},
 		{"PRINCIPAL_MISMATCH", sealer.ErrPrincipalMismatch},
 		{"REQUEST_MISMATCH", sealer.ErrRequestMismatch},
+		{"INPUT_MISMATCH", sealer.ErrInputMismatch},
+		{"FLOW_EXPIRED", sealer.ErrFlowExpired},
+		{"FLOW_EXHAUSTED", sealer.ErrFlowExhausted},
 		{"ALREADY_CONSUMED", ledger.ErrConsumed},
 		{"LEDGER_UNAVAILABLE", ledger.ErrUnavailable},
 		{"INVALID_ARGUMENT", sealer.ErrArgument},
@@ -126,25 +130,39 @@ func TestReasonError_Message(t *testing.T) {
 	}
 }
 
-// Against a real sealer: the reasons it sends come back as the sentinels,
-// with its messages.
-func TestClient_ErrorsFromTheSealer(t *testing.T) {
+// startSealer runs a real sealer in process, with edit applied to its
+// defaults, and returns a client of it.
+func startSealer(t *testing.T, edit func(*server.Config)) *Client {
+	t.Helper()
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.ShutdownDelay = 0 // no load balancer to wait for
+	if edit != nil {
+		edit(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := server.New(ctx, cfg)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	sc, err := Dial(s.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Close()
+	t.Cleanup(func() { sc.Close() })
+	return sc
+}
+
+// Against a real sealer: the reasons it sends come back as the sentinels,
+// with its messages.
+func TestClient_ErrorsFromTheSealer(t *testing.T) {
+	sc := startSealer(t, nil)
+	ctx := context.Background()
 
 	call := ToolCall("get_weather", []byte(`{"location":"Paris"}`))
 	state, _, err := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, Payload: []byte("p"), TTL: time.Minute, OneTime: true})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server"
 )
@@ -25,6 +26,7 @@ func startSealer() (string, func()) {
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = dir, "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.ShutdownDelay = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := server.New(ctx, cfg)
 	if err != nil {
@@ -65,5 +67,58 @@ func Example() {
 	fmt.Println(client.Rejected(err), errors.Is(err, sealer.ErrPrincipalMismatch))
 	// Output:
 	// {"step":1} <nil>
+	// true true
+}
+
+// A tool that asks twice seals its rounds as one flow: the retry must answer
+// exactly the keys its round asked, and once a round opened, no earlier one
+// opens again.
+func ExampleFlowRequest() {
+	addr, stop := startSealer()
+	defer stop()
+	sc, err := client.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err)
+	}
+	defer sc.Close()
+	ctx := context.Background()
+	call := client.ToolCall("book_trip", json.RawMessage(`{"city":"Paris"}`))
+	flow := client.FlowRequest{LatestOnly: true}
+
+	// Round 1 asks for the dates: a new flow.
+	flow.Asked = []string{"dates"}
+	state1, _, err := sc.Seal(ctx, client.SealRequest{Principal: "alice", Request: call, Payload: []byte(`{"step":1}`), Flow: flow.After(nil)})
+	if err != nil {
+		panic(err)
+	}
+
+	// The retry answers the dates, and something it was not asked.
+	retry := call
+	retry.Responded = []string{"dates", "discount"}
+	_, err = sc.Open(ctx, client.OpenRequest{State: state1, Principal: "alice", Request: retry})
+	fmt.Println(client.Rejected(err), errors.Is(err, sealer.ErrInputMismatch))
+
+	// The retry answers what was asked; round 2 asks for a seat.
+	retry.Responded = []string{"dates"}
+	opened, err := sc.Open(ctx, client.OpenRequest{State: state1, Principal: "alice", Request: retry})
+	if err != nil {
+		panic(err)
+	}
+	flow.Asked = []string{"seat"}
+	state2, _, err := sc.Seal(ctx, client.SealRequest{Principal: "alice", Request: call, Payload: []byte(`{"step":2}`), Flow: flow.After(opened)})
+	if err != nil {
+		panic(err)
+	}
+	retry.Responded = []string{"seat"}
+	opened, err = sc.Open(ctx, client.OpenRequest{State: state2, Principal: "alice", Request: retry})
+	fmt.Printf("round %d: %s, latest only %v\n", opened.Flow.Round, opened.Payload, opened.Flow.LatestOnly)
+
+	// Round 1 again, after round 2 opened: refused.
+	retry.Responded = []string{"dates"}
+	_, err = sc.Open(ctx, client.OpenRequest{State: state1, Principal: "alice", Request: retry})
+	fmt.Println(client.Rejected(err), errors.Is(err, ledger.ErrConsumed))
+	// Output:
+	// true true
+	// round 2: {"step":2}, latest only true
 	// true true
 }

@@ -1,6 +1,7 @@
 // Package gosdk adapts the sealer's Go client to the official MCP Go SDK
 // (github.com/modelcontextprotocol/go-sdk): bindings made from the SDK's
-// request params, and the JSON-RPC error a rejected state is answered with.
+// request params, which carry the keys of the retry's inputResponses for a
+// flow's check, and the JSON-RPC error a rejected state is answered with.
 // It is a module of its own, so that the client does not pull the SDK into
 // programs that do not use it.
 //
@@ -9,6 +10,10 @@
 //	if client.Rejected(err) {
 //		return nil, gosdk.InvalidParams(err) // JSON-RPC -32602 for the MCP client
 //	}
+//	...
+//	ask := mcp.InputRequestMap{"seat": ...}
+//	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who, Request: gosdk.ToolCall(req.Params),
+//		Payload: progress, Flow: client.FlowRequest{LatestOnly: true, Asked: client.InputKeys(ask)}.After(opened)})
 package gosdk
 
 import (
@@ -19,19 +24,28 @@ import (
 )
 
 // ToolCall binds to a tools/call request: its name and arguments as the SDK
-// received them.
+// received them, and the keys of its inputResponses (Binding.Responded; none
+// when it has none).
 func ToolCall(p *mcp.CallToolParamsRaw) client.Binding {
-	return client.ToolCall(p.Name, p.Arguments)
+	b := client.ToolCall(p.Name, p.Arguments)
+	b.Responded = client.InputKeys(p.InputResponses)
+	return b
 }
 
-// PromptGet binds to a prompts/get request: its name and arguments.
+// PromptGet binds to a prompts/get request: its name and arguments, and the
+// keys of its inputResponses.
 func PromptGet(p *mcp.GetPromptParams) client.Binding {
-	return client.PromptGet(p.Name, p.Arguments)
+	b := client.PromptGet(p.Name, p.Arguments)
+	b.Responded = client.InputKeys(p.InputResponses)
+	return b
 }
 
-// ResourceRead binds to a resources/read request: its uri.
+// ResourceRead binds to a resources/read request: its uri, and the keys of
+// its inputResponses.
 func ResourceRead(p *mcp.ReadResourceParams) client.Binding {
-	return client.ResourceRead(p.URI)
+	b := client.ResourceRead(p.URI)
+	b.Responded = client.InputKeys(p.InputResponses)
+	return b
 }
 
 // InvalidParams returns the JSON-RPC error an MCP server answers for a

@@ -3,6 +3,7 @@ package gosdk_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -29,6 +30,32 @@ func TestBindingsFromTheSDK(t *testing.T) {
 		if err != nil || err2 != nil || a != b {
 			t.Errorf("%s: digests %v (%v) and %v (%v), want equal", name, a, err, b, err2)
 		}
+	}
+}
+
+// The bindings carry the keys of the params' inputResponses, as the SDK
+// decoded them: none (not unknown) for a first round, every key of a retry,
+// case kept.
+func TestBindingsCarryTheResponsesKeys(t *testing.T) {
+	accept := &mcp.ElicitResult{Action: "accept"}
+	answers := mcp.InputResponseMap{"seat": accept, "Seat": accept, "meal": accept}
+	for _, tc := range []struct {
+		name string
+		got  client.Binding
+		want []string
+	}{
+		{"tools/call, round 1", gosdk.ToolCall(&mcp.CallToolParamsRaw{Name: "t"}), []string{}},
+		{"tools/call, a retry", gosdk.ToolCall(&mcp.CallToolParamsRaw{Name: "t", InputResponses: answers}), []string{"Seat", "meal", "seat"}},
+		{"prompts/get, round 1", gosdk.PromptGet(&mcp.GetPromptParams{Name: "p"}), []string{}},
+		{"prompts/get, a retry", gosdk.PromptGet(&mcp.GetPromptParams{Name: "p", InputResponses: answers}), []string{"Seat", "meal", "seat"}},
+		{"resources/read, round 1", gosdk.ResourceRead(&mcp.ReadResourceParams{URI: "u"}), []string{}},
+		{"resources/read, a retry", gosdk.ResourceRead(&mcp.ReadResourceParams{URI: "u", InputResponses: answers}), []string{"Seat", "meal", "seat"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got.Responded == nil || !slices.Equal(tc.got.Responded, tc.want) {
+				t.Errorf("got %#v, want %#v", tc.got.Responded, tc.want)
+			}
+		})
 	}
 }
 
