@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { readFileSync } from "node:fs";
-import { grpcClient, restClient, requestDigest, toolCall, SealerError, Reason } from "../dist/index.js";
+import { flowAfter, grpcClient, restClient, requestDigest, toolCall, SealerError, Reason } from "../dist/index.js";
 
 const env = process.env;
 const skip = env.SEALER_TEST_GRPC && env.SEALER_TEST_REST ? false : "no sealer: e2e/typescript_test.go starts one";
@@ -70,6 +70,40 @@ for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: ()
     const live = make();
     t.after(() => live.close());
     await assert.rejects(live.seal({ principal: "alice", request: weather("Paris") }, { signal: AbortSignal.abort() }), SealerError);
+  });
+}
+
+for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: () => clients().REST })) {
+  test(`${name}: a flow's rounds continue one another; rewinds and off-script input keys are refused`, { skip }, async (t) => {
+    const c = make();
+    t.after(() => c.close());
+    const req = weather("Paris");
+    const s1 = await c.seal({ principal: "alice", request: req, payload: bytes("r1"), flow: { latestOnly: true, asked: ["card"] } });
+    assert.ok(s1.flow.round === 1 && s1.flow.id.length === 16 && s1.flow.latestOnly, JSON.stringify(s1.flow));
+    assert.ok(s1.expiresAt <= s1.flow.deadline);
+    // Off-script answers are refused and do not spend the round.
+    for (const responded of [["card", "pin"], [], ["Card"], undefined]) {
+      await refusedWith(c.open({ requestState: s1.requestState, principal: "alice", request: req, ...(responded && { responded }) }), Reason.INPUT_MISMATCH);
+    }
+    const o1 = await c.open({ requestState: s1.requestState, principal: "alice", request: req, responded: ["card"] });
+    assert.equal(new TextDecoder().decode(o1.payload), "r1");
+    assert.ok(o1.flow.round === 1 && Buffer.from(o1.flow.id).equals(Buffer.from(s1.flow.id)) && o1.flow.deadline.getTime() === s1.flow.deadline.getTime());
+    // Round 1 opened: it never opens again (latest only).
+    await refusedWith(c.open({ requestState: s1.requestState, principal: "alice", request: req, responded: ["card"] }), Reason.ALREADY_CONSUMED);
+    const s2 = await c.seal({ principal: "alice", request: req, payload: bytes("r2"), flow: flowAfter(o1, { asked: ["code"] }) });
+    assert.ok(s2.flow.round === 2 && Buffer.from(s2.flow.id).equals(Buffer.from(s1.flow.id)) && s2.flow.latestOnly, "sticky latest-only, same flow");
+    // A continuation by another principal or for another request is refused.
+    await refusedWith(c.seal({ principal: "mallory", request: req, flow: flowAfter(o1) }), Reason.PRINCIPAL_MISMATCH);
+    await refusedWith(c.seal({ principal: "alice", request: weather("Boston"), flow: flowAfter(o1) }), Reason.REQUEST_MISMATCH);
+    // The sealer reads the keys from the params it digests itself.
+    const params = { name: "get_weather", arguments: { location: "Paris" }, requestState: s2.requestState, inputResponses: { code: { action: "accept" } } };
+    const o2 = await c.open({ requestState: s2.requestState, principal: "alice", request: { method: "tools/call", params, digestOn: "server" } });
+    assert.equal(o2.flow.round, 2);
+    await refusedWith(c.open({ requestState: s1.requestState, principal: "alice", request: req, responded: ["card"] }), Reason.ALREADY_CONSUMED);
+    // Without latest-only, asking no keys: the state opens with none answered, and again.
+    const plain = await c.seal({ principal: "alice", request: req, flow: { asked: [] } });
+    for (let i = 0; i < 2; i++) await c.open({ requestState: plain.requestState, principal: "alice", request: req, responded: [] });
+    await refusedWith(c.open({ requestState: plain.requestState, principal: "alice", request: req, responded: ["x"] }), Reason.INPUT_MISMATCH);
   });
 }
 

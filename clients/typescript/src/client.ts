@@ -3,9 +3,12 @@ import { create } from "@bufbuild/protobuf";
 import type { JsonObject as PbJsonObject } from "@bufbuild/protobuf";
 import { DurationSchema, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { BindingSchema, OpenRequestSchema, Reason, SealRequestSchema } from "./gen/sealer/v1/sealer_pb.js";
+import { BindingSchema, FlowRequestSchema, InputKeysSchema, OpenRequestSchema, Reason, SealRequestSchema } from "./gen/sealer/v1/sealer_pb.js";
 import type {
   Binding as PbBinding,
+  Flow as PbFlow,
+  FlowRequest as PbFlowRequest,
+  InputKeys as PbInputKeys,
   OpenRequest as PbOpenRequest,
   OpenResponse,
   SealRequest as PbSealRequest,
@@ -51,12 +54,63 @@ export interface SealRequest {
   ttlMs?: number;
   /** The state opens at most once. */
   oneTime?: boolean;
+  /**
+   * Makes the state one round of a flow (FlowRequest): round 1 of a new
+   * one, or the round after the state just opened. When set and the sealer
+   * answers without a flow (a release without flows), seal throws and
+   * returns no state.
+   */
+  flow?: FlowRequest;
+}
+
+/**
+ * One round of a flow, a request that takes several rounds of input
+ * (FORMAT.md, "Flows"): its rounds share one deadline, the retry must
+ * answer exactly the input keys its round asked, and, latest-only, a round
+ * once answered never opens again.
+ */
+export interface FlowRequest {
+  /**
+   * The state of the round before, exactly as the retry carried it and
+   * open accepted it (Opened.requestState; flowAfter sets it); unset or ""
+   * starts a new flow, whose deadline is now plus the tenant's flow TTL.
+   * The sealer refuses a state of another principal or request, of a flow
+   * past its deadline (FLOW_EXPIRED) or out of rounds (FLOW_EXHAUSTED).
+   */
+  continues?: string;
+  /**
+   * Only the flow's latest round opens: once a state of round n opened, no
+   * state of round n or earlier opens again (ALREADY_CONSUMED), so the
+   * client can neither rewind nor fork the flow. It costs one ledger call
+   * per open, as oneTime does. Once a round has it, every later round has it.
+   */
+  latestOnly?: boolean;
+  /**
+   * The keys of the inputRequests this round asks (inputKeys): the retry
+   * must answer exactly those, compared as strings, case included
+   * (INPUT_MISMATCH). Unset leaves them unbound; [] asks for none.
+   */
+  asked?: readonly string[];
+}
+
+/** What the sealer says of a state's flow. */
+export interface Flow {
+  /** The flow's id: 16 bytes, the same in every round. */
+  id: Uint8Array;
+  /** The state's round, from 1. */
+  round: number;
+  /** The end of the flow: no state of it opens after it. */
+  deadline: Date;
+  /** Whether only the flow's latest round opens. */
+  latestOnly: boolean;
 }
 
 /** A new requestState. */
 export interface Sealed {
   requestState: string;
   expiresAt: Date;
+  /** The state's flow, when the seal asked for one. */
+  flow?: Flow;
 }
 
 /** A state presented by a retry. */
@@ -66,6 +120,14 @@ export interface OpenRequest {
   /** The authenticated user of the retry. */
   principal: string;
   request: Binding;
+  /**
+   * The keys of the retry's inputResponses (inputKeys; [] when it carries
+   * none). Unset means not known: a state whose round asked input keys then
+   * does not open (INPUT_MISMATCH), unless the binding is params digested
+   * by the sealer (digestOn: "server"), which reads them from
+   * params.inputResponses. The client never reads them from the params.
+   */
+  responded?: readonly string[];
 }
 
 /** What an open returns. */
@@ -73,6 +135,10 @@ export interface Opened {
   payload: Uint8Array;
   issuedAt: Date;
   expiresAt: Date;
+  /** The state's flow; undefined when it has none (a state sealed without one). */
+  flow?: Flow;
+  /** The state that opened, as given to open: what the next round continues (flowAfter). */
+  requestState: string;
 }
 
 /** Per call: a signal that cancels it and a deadline (the client's default when unset). */
@@ -105,6 +171,29 @@ export interface ClientOptions {
 
 export const defaultTimeoutMs = 10_000;
 
+/**
+ * The keys of an inputRequests or inputResponses object, for
+ * FlowRequest.asked and OpenRequest.responded: [] for undefined (no
+ * inputResponses at all). Anything but a plain object (null, an array) has
+ * no keys to tell, and gives undefined: not known, which opens no state
+ * whose round asked keys.
+ */
+export function inputKeys(m: unknown): string[] | undefined {
+  if (m === undefined) return [];
+  if (typeof m !== "object" || m === null || Array.isArray(m)) return undefined;
+  return Object.keys(m);
+}
+
+/**
+ * The flow of the round after the state that open returned as opened: f
+ * with continues set to that state. With opened undefined (the request's
+ * first round: no state was opened) or without a flow (a state sealed
+ * before its server used flows), f as it is, which starts a new flow.
+ */
+export function flowAfter(opened: Opened | undefined, f: FlowRequest = {}): FlowRequest {
+  return opened?.flow ? { ...f, continues: opened.requestState } : { ...f, continues: "" };
+}
+
 /** The binding as the proto's Binding: the digest computed here unless the server is to compute it. */
 export function bindingProto(b: Binding): PbBinding {
   if ("digest" in b) return create(BindingSchema, { digest: b.digest });
@@ -122,22 +211,68 @@ export function sealRequestProto(r: SealRequest): PbSealRequest {
     payload: r.payload ?? new Uint8Array(0),
     ttl: durationOf(r.ttlMs),
     oneTime: r.oneTime ?? false,
+    flow: flowRequestProto(r.flow),
   });
+}
+
+function flowRequestProto(f: FlowRequest | undefined): PbFlowRequest | undefined {
+  if (f === undefined) return undefined;
+  return create(FlowRequestSchema, {
+    continues: f.continues ?? "",
+    latestOnly: f.latestOnly ?? false,
+    asked: inputKeysProto(f.asked, "asked"),
+  });
+}
+
+/**
+ * Keys as the proto's InputKeys. A key that is not valid Unicode (a lone
+ * surrogate) is refused: on the wire it would become U+FFFD, another key.
+ * The sealer checks the rest (count, length, none twice).
+ */
+function inputKeysProto(keys: readonly string[] | undefined, what: string): PbInputKeys | undefined {
+  if (keys === undefined) return undefined;
+  if (!Array.isArray(keys) || keys.some((k) => typeof k !== "string" || !k.isWellFormed())) {
+    throw new SealerError(Reason.INVALID_ARGUMENT, `sealer: invalid argument: ${what} must be strings of valid Unicode`);
+  }
+  return create(InputKeysSchema, { keys: [...keys] });
 }
 
 /** The proto OpenRequest of an open, the same over gRPC and REST. */
 export function openRequestProto(r: OpenRequest): PbOpenRequest {
-  return create(OpenRequestSchema, { requestState: r.requestState, principal: r.principal, request: bindingProto(r.request) });
+  return create(OpenRequestSchema, {
+    requestState: r.requestState,
+    principal: r.principal,
+    request: bindingProto(r.request),
+    responded: inputKeysProto(r.responded, "responded"),
+  });
 }
 
-/** What a seal returns, from the proto's answer. */
-export function sealedOf(res: SealResponse): Sealed {
-  return { requestState: res.requestState, expiresAt: dateOf(res.expiresAt) };
+/** What a seal returns, from the proto's answer; r is what was asked. */
+export function sealedOf(res: SealResponse, r: SealRequest): Sealed {
+  const sealed: Sealed = { requestState: res.requestState, expiresAt: dateOf(res.expiresAt) };
+  if (r.flow !== undefined) {
+    // A release without flows ignores the request and seals a plain state:
+    // never hand that out as a round of a flow.
+    if (res.flow === undefined) {
+      throw new SealerError(Reason.UNSPECIFIED, "sealer: the sealer sealed no flow (a release without flows?)");
+    }
+    sealed.flow = flowOf(res.flow);
+  }
+  return sealed;
 }
 
-/** What an open returns, from the proto's answer. */
-export function openedOf(res: OpenResponse): Opened {
-  return { payload: res.payload, issuedAt: dateOf(res.issuedAt), expiresAt: dateOf(res.expiresAt) };
+/** What an open returns, from the proto's answer; r is what was asked. */
+export function openedOf(res: OpenResponse, r: OpenRequest): Opened {
+  const opened: Opened = { payload: res.payload, issuedAt: dateOf(res.issuedAt), expiresAt: dateOf(res.expiresAt), requestState: r.requestState };
+  if (res.flow !== undefined) opened.flow = flowOf(res.flow);
+  return opened;
+}
+
+function flowOf(f: PbFlow): Flow {
+  if (f.id.length !== 16 || f.round < 1 || f.deadline === undefined) {
+    throw new SealerError(Reason.UNSPECIFIED, "sealer: malformed flow in the sealer's reply");
+  }
+  return { id: f.id, round: f.round, deadline: timestampDate(f.deadline), latestOnly: f.latestOnly };
 }
 
 function dateOf(t: Timestamp | undefined): Date {

@@ -12,6 +12,9 @@ const rejections = new Set<Reason>([
   Reason.PRINCIPAL_MISMATCH,
   Reason.REQUEST_MISMATCH,
   Reason.ALREADY_CONSUMED,
+  Reason.INPUT_MISMATCH,
+  Reason.FLOW_EXPIRED,
+  Reason.FLOW_EXHAUSTED,
 ]);
 
 /** The reasons after which the same call may succeed later: the sealer or its ledger could not answer now. */
@@ -45,7 +48,12 @@ export class SealerError extends Error {
     return Reason[this.reason] ?? "UNSPECIFIED";
   }
 
-  /** The state is refused: not authentic, expired, another principal's or request's, or already consumed. */
+  /**
+   * The state is refused: not authentic, expired, another principal's or
+   * request's, already consumed, answered with other input keys than its
+   * round asked, or of a flow past its deadline or out of rounds (from
+   * open, or from a seal that continues it).
+   */
   get rejected(): boolean {
     return rejections.has(this.reason);
   }

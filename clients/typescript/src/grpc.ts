@@ -32,19 +32,23 @@ export function grpcClient(opts: ClientOptions): SealerClient {
   return {
     async seal(r: SealRequest, o?: CallOptions): Promise<Sealed> {
       const req = sealRequestProto(r);
+      let res;
       try {
-        return sealedOf(await rpc.seal(req, call(o)));
+        res = await rpc.seal(req, call(o));
       } catch (err) {
         throw fromConnect(err);
       }
+      return sealedOf(res, r);
     },
     async open(r: OpenRequest, o?: CallOptions): Promise<Opened> {
       const req = openRequestProto(r);
+      let res;
       try {
-        return openedOf(await rpc.open(req, call(o)));
+        res = await rpc.open(req, call(o));
       } catch (err) {
         throw fromConnect(err);
       }
+      return openedOf(res, r);
     },
     async close() {
       sessions.abort();

@@ -4,8 +4,8 @@
 // official MCP TypeScript SDK is in "@mcp-sealer/client/mcp".
 export { grpcClient, fromConnect } from "./grpc.js";
 export { restClient, fromRest } from "./rest.js";
-export { toolCall, promptGet, resourceRead, defaultTimeoutMs } from "./client.js";
-export type { Binding, CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
+export { toolCall, promptGet, resourceRead, defaultTimeoutMs, flowAfter, inputKeys } from "./client.js";
+export type { Binding, CallOptions, ClientOptions, Flow, FlowRequest, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
 export { requestDigest, checkParamName, salientParams, MAX_DEPTH, MAX_VALUES } from "./digest.js";
 export type { JsonObject, JsonValue } from "./digest.js";
 export { SealerError, Reason, rejected, parseReason } from "./errors.js";

@@ -7,6 +7,17 @@
 //	const states = sealedRequestState<Progress>({ sealer, principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS });
 //	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }), { legacy: "reject" });
 //	serve(states.fetch(mcp.fetch));   // binds each request to what it asks
+//	// in a handler:
+//	return states.inputRequired({ inputRequests, payload: progress }, ctx);
+//
+// Every state is a round of a flow (FORMAT.md, "Flows"): a handler that
+// asks again on a retry whose state the codec opened seals the next round
+// of that state's flow, so the rounds of one request share one deadline
+// and a round limit; latest-only, a round once answered never opens again
+// (no rewind, no fork); and the input keys a round asks (the keys of the
+// inputRequests, given to states.inputRequired or mint's asked) must be
+// exactly the keys of the retry's inputResponses, which the codec reads
+// from the request as received.
 //
 // The SDK's verify hook and mint get the handler's context, which carries
 // the method but not the tool name nor the arguments; states.fetch reads
@@ -17,8 +28,9 @@
 // body holding a single message, so that no message can borrow another's
 // binding (a JSON-RPC batch, which the SDK's default legacy serving still
 // accepts, may repeat an id with other arguments).
-import type { RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
-import type { SealerClient } from "./client.js";
+import type { InputRequests, InputRequiredResult, RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
+import { inputKeys } from "./client.js";
+import type { Flow, FlowRequest, Opened, SealerClient } from "./client.js";
 import { salientParams } from "./digest.js";
 import { Reason } from "./gen/sealer/v1/sealer_pb.js";
 import { SealerError } from "./errors.js";
@@ -43,6 +55,22 @@ export interface SealedRequestStateOptions {
   /** Whether states open at most once, unless mint says otherwise (default false). */
   oneTime?: boolean;
   /**
+   * Whether every state is a round of a flow (default true): round 1 when
+   * the request carried no state the codec opened (or one sealed without a
+   * flow), else the round after the state it opened. Flow states need a
+   * sealer release with flows on every replica (CHANGELOG); false seals
+   * plain states, as earlier releases of the codec did.
+   */
+  flows?: boolean;
+  /**
+   * Whether only a flow's latest round opens (default true): after a round
+   * opened, no state of it or of an earlier round opens again, so a client
+   * can neither rewind the request nor fork it by retrying one round twice
+   * (ALREADY_CONSUMED). It costs one ledger call per open, as oneTime does.
+   * Sticky: once a round has it, the sealer keeps it for the later ones.
+   */
+  latestOnly?: boolean;
+  /**
    * Calls that fail for a transient reason (LEDGER_UNAVAILABLE,
    * KEYS_UNAVAILABLE, RESOURCE_EXHAUSTED, the sealer unreachable or late)
    * are tried this many times in all, with a doubling backoff from
@@ -55,18 +83,49 @@ export interface SealedRequestStateOptions {
   timeoutMs?: number;
 }
 
-/** Per mint: overrides of the codec's options. */
+/** Per mint: overrides of the codec's options, and the input keys the round asks. */
 export interface MintOptions {
   oneTime?: boolean;
   ttlSeconds?: number;
+  /**
+   * The inputRequests the result returns with the state (or their keys):
+   * the retry must answer exactly those keys (INPUT_MISMATCH). Unset leaves
+   * the round's keys unbound. states.inputRequired sets it. Only flows
+   * bind keys: with flows off it is ignored.
+   */
+  asked?: InputRequests | readonly string[];
+}
+
+/** What states.inputRequired returns: inputRequests, and the state sealed for them. */
+export interface InputRequiredSpec<T> {
+  inputRequests: InputRequests;
+  /** What the next round needs (sealed as JSON). */
+  payload: T;
 }
 
 /** A RequestStateCodec<T> whose states the sealer seals, plus the fetch wrapper that gives it the request. */
 export interface SealedRequestState<T> extends RequestStateCodec<T> {
-  /** Seals payload (as JSON) for the request being handled; ctx is required. */
+  /**
+   * Seals payload (as JSON) for the request being handled; ctx is
+   * required. With flows, the state is the round after the one verify
+   * opened for this request, or round 1 of a new flow; opts.asked binds the
+   * keys the round asks (states.inputRequired passes them).
+   */
   mint(payload: T, ctx?: ServerContext, opts?: MintOptions): Promise<string>;
-  /** Opens state for the request being handled and returns its payload; throws when refused. Drop in as ServerOptions.requestState.verify. */
+  /**
+   * Seals payload for the request being handled, asking exactly the keys
+   * of inputRequests, and returns the input_required result carrying both:
+   * the way to ask, since the round's keys are then those the client sees.
+   */
+  inputRequired(spec: InputRequiredSpec<T>, ctx: ServerContext, opts?: Omit<MintOptions, "asked">): Promise<InputRequiredResult>;
+  /**
+   * Opens state for the request being handled, with the keys of its
+   * inputResponses, and returns its payload; throws when refused. Drop in
+   * as ServerOptions.requestState.verify.
+   */
   verify(state: string, ctx: ServerContext): Promise<T>;
+  /** The flow of the state the codec opened for the request being handled; undefined when none opened or it has no flow. */
+  flowOf(ctx: ServerContext): Flow | undefined;
   /** Wraps a web-standard MCP handler (createMcpHandler(...).fetch) so that the codec sees each request's method and params. */
   fetch<O extends { parsedBody?: unknown }>(
     handler: (request: Request, options?: O) => Promise<Response>,
@@ -80,6 +139,11 @@ const bodies = new WeakMap<Request, unknown>();
 
 /** A requestState codec for @modelcontextprotocol/server backed by the sealer. */
 export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions): SealedRequestState<T> {
+  const flows = opts.flows ?? true;
+  const latestOnly = opts.latestOnly ?? true;
+  // The state each HTTP request's message opened (one message per request:
+  // batches are never bound), for the next round to continue.
+  const opened = new WeakMap<Request, Opened>();
   const attempts = Math.max(1, opts.retry?.attempts ?? 3);
   const backoff = opts.retry?.backoffMs ?? 50;
   const call = opts.timeoutMs === undefined ? undefined : { timeoutMs: opts.timeoutMs };
@@ -98,34 +162,57 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
     if (typeof p !== "string" || p === "") throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: the principal function returned no principal");
     return p;
   };
+  const mint = async (payload: T, ctx?: ServerContext, mo?: MintOptions): Promise<string> => {
+    if (!ctx) throw new TypeError("sealedRequestState.mint needs the handler's context");
+    const request = requestOf(ctx);
+    const principal = who(ctx);
+    const ttl = mo?.ttlSeconds ?? opts.ttlSeconds;
+    let flow: FlowRequest | undefined;
+    if (flows) {
+      const prev = opened.get(ctx.http!.req!);
+      const asked = mo?.asked === undefined ? undefined : Array.isArray(mo.asked) ? mo.asked : inputKeys(mo.asked);
+      if (mo?.asked !== undefined && asked === undefined) throw new TypeError("sealedRequestState.mint: asked must be the inputRequests or their keys");
+      flow = { continues: prev?.flow ? prev.requestState : "", latestOnly, ...(asked !== undefined && { asked }) };
+    }
+    const sealed = await retrying(() =>
+      opts.sealer.seal(
+        {
+          principal,
+          request,
+          payload: new TextEncoder().encode(JSON.stringify(payload ?? null)),
+          ...(ttl !== undefined && { ttlMs: Math.round(ttl * 1000) }),
+          oneTime: mo?.oneTime ?? opts.oneTime ?? false,
+          ...(flow && { flow }),
+        },
+        call,
+      ),
+    );
+    return sealed.requestState;
+  };
   return {
-    async mint(payload: T, ctx?: ServerContext, mo?: MintOptions): Promise<string> {
-      if (!ctx) throw new TypeError("sealedRequestState.mint needs the handler's context");
-      const request = requestOf(ctx);
-      const principal = who(ctx);
-      const ttl = mo?.ttlSeconds ?? opts.ttlSeconds;
-      const sealed = await retrying(() =>
-        opts.sealer.seal(
-          {
-            principal,
-            request,
-            payload: new TextEncoder().encode(JSON.stringify(payload ?? null)),
-            ...(ttl !== undefined && { ttlMs: Math.round(ttl * 1000) }),
-            oneTime: mo?.oneTime ?? opts.oneTime ?? false,
-          },
-          call,
-        ),
-      );
-      return sealed.requestState;
+    mint,
+    async inputRequired(spec: InputRequiredSpec<T>, ctx: ServerContext, mo?: Omit<MintOptions, "asked">): Promise<InputRequiredResult> {
+      const requestState = await mint(spec.payload, ctx, { ...mo, asked: spec.inputRequests });
+      return { resultType: "input_required", inputRequests: spec.inputRequests, requestState };
     },
     async verify(state: string, ctx: ServerContext): Promise<T> {
       const request = requestOf(ctx);
-      const opened = await retrying(() => opts.sealer.open({ requestState: state, principal: who(ctx), request }, call));
+      const responded = inputKeys(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined);
+      const o = await retrying(() =>
+        opts.sealer.open({ requestState: state, principal: who(ctx), request, ...(responded !== undefined && { responded }) }, call),
+      );
+      let payload: T;
       try {
-        return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(opened.payload)) as T;
+        payload = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(o.payload)) as T;
       } catch {
         throw new SealerError(Reason.UNSPECIFIED, "sealer: the payload is not JSON (sealed by something else than this codec)");
       }
+      opened.set(ctx.http!.req!, o);
+      return payload;
+    },
+    flowOf(ctx: ServerContext): Flow | undefined {
+      const req = ctx.http?.req;
+      return req === undefined ? undefined : opened.get(req)?.flow;
     },
     fetch(handler) {
       return async (request, options) => {

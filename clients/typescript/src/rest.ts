@@ -43,11 +43,11 @@ export function restClient(opts: ClientOptions): SealerClient {
   return {
     async seal(r: SealRequest, o?: CallOptions): Promise<Sealed> {
       const json = await post("/v1/seal", toJson(SealRequestSchema, sealRequestProto(r)), o);
-      return sealedOf(parse(() => fromJson(SealResponseSchema, json as JsonValue, { ignoreUnknownFields: true })));
+      return sealedOf(parse(() => fromJson(SealResponseSchema, json as JsonValue, { ignoreUnknownFields: true })), r);
     },
     async open(r: OpenRequest, o?: CallOptions): Promise<Opened> {
       const json = await post("/v1/open", toJson(OpenRequestSchema, openRequestProto(r)), o);
-      return openedOf(parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true })));
+      return openedOf(parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true })), r);
     },
     async close() {
       await agent?.close();
