@@ -7,6 +7,10 @@
 //	get_weather      two rounds; the state is bound to the location argument
 //	approve_payment  a one-time state: the retry works once
 //
+// Every state is a round of a flow (client.FlowRequest): latest-only, and
+// bound to the keys of the inputRequests it answers, so a client can neither
+// stretch, rewind or fork a request nor answer what it was not asked.
+//
 // The principal is the caller's bearer token (hashed), or "anonymous".
 //
 //	mcpserver -addr 127.0.0.1:3001 -sealer 127.0.0.1:7443
@@ -82,33 +86,49 @@ func header(extra *mcp.RequestExtra) http.Header {
 	return extra.Header
 }
 
-// sealTool seals v for the tool call req.
-func (g *guard) sealTool(ctx context.Context, req *mcp.CallToolRequest, v any, oneTime bool) (string, error) {
-	payload, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	state, _, err := g.sealer.Seal(ctx, client.SealRequest{Principal: principal(header(req.Extra)),
-		Request: gosdk.ToolCall(req.Params), Payload: payload, TTL: g.ttl, OneTime: oneTime})
-	return state, err
+// flow is how this server seals its rounds: a flow whose latest round alone
+// opens, each round bound to the keys of the inputRequests it asks.
+func flow(ask mcp.InputRequestMap, opened *client.Opened) *client.FlowRequest {
+	return client.FlowRequest{LatestOnly: true, Asked: client.InputKeys(ask)}.After(opened)
 }
 
-// openTool opens the retry's state into v. It reports false when the retry
-// carries no state; a refused state is the JSON-RPC error the MCP client
-// must get (-32602).
-func (g *guard) openTool(ctx context.Context, req *mcp.CallToolRequest, v any) (bool, error) {
+// askTool answers the tool call req with ask and a state carrying v: the
+// round after opened's, or the first round of a flow when opened is nil. A
+// flow that cannot go on (its deadline or its rounds used) is the JSON-RPC
+// error the MCP client must get (-32602).
+func (g *guard) askTool(ctx context.Context, req *mcp.CallToolRequest, opened *client.Opened, v any, ask mcp.InputRequestMap, oneTime bool) (*mcp.CallToolResult, any, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	state, _, err := g.sealer.Seal(ctx, client.SealRequest{Principal: principal(header(req.Extra)),
+		Request: gosdk.ToolCall(req.Params), Payload: payload, TTL: g.ttl, OneTime: oneTime, Flow: flow(ask, opened)})
+	if client.Rejected(err) {
+		return nil, nil, gosdk.InvalidParams(err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{InputRequests: ask, RequestState: state}, nil, nil
+}
+
+// openTool opens the retry's state into v; it returns nil when the retry
+// carries no state. A refused state (forged, another caller's, a round
+// answered before, inputResponses that do not answer exactly what its round
+// asked) is the JSON-RPC error the MCP client must get (-32602).
+func (g *guard) openTool(ctx context.Context, req *mcp.CallToolRequest, v any) (*client.Opened, error) {
 	if req.Params.RequestState == "" {
-		return false, nil
+		return nil, nil
 	}
 	o, err := g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState,
 		Principal: principal(header(req.Extra)), Request: gosdk.ToolCall(req.Params)})
 	if client.Rejected(err) {
-		return false, gosdk.InvalidParams(err)
+		return nil, gosdk.InvalidParams(err)
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return true, json.Unmarshal(o.Payload, v)
+	return o, json.Unmarshal(o.Payload, v)
 }
 
 func text(s string) *mcp.CallToolResult {

@@ -67,23 +67,19 @@ func listRoots(_ context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToo
 // a sealed state; a retry whose state does not open is a JSON-RPC error.
 func (g *guard) requestState(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 	var st progress
-	ok, err := g.openTool(ctx, req, &st)
+	opened, err := g.openTool(ctx, req, &st)
 	if err != nil {
 		return nil, nil, err
 	}
-	if ok && accepted(req.Params.InputResponses, "confirm") != nil {
+	if opened != nil && accepted(req.Params.InputResponses, "confirm") != nil {
 		return text("state-ok: requestState opened and confirmation accepted"), nil, nil
 	}
-	state, err := g.sealTool(ctx, req, progress{Tool: req.Params.Name}, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": confirm()}, RequestState: state}, nil, nil
+	return g.askTool(ctx, req, opened, progress{Tool: req.Params.Name}, mcp.InputRequestMap{"confirm": confirm()}, false)
 }
 
 func (g *guard) multipleInputs(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 	var st progress
-	ok, err := g.openTool(ctx, req, &st)
+	opened, err := g.openTool(ctx, req, &st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,45 +87,36 @@ func (g *guard) multipleInputs(ctx context.Context, req *mcp.CallToolRequest, _ 
 	name, _ := accepted(r, "user_name")["name"].(string)
 	_, greeted := r["greeting"].(*mcp.CreateMessageWithToolsResult)
 	roots, rooted := r["client_roots"].(*mcp.ListRootsResult)
-	if ok && name != "" && greeted && rooted {
+	if opened != nil && name != "" && greeted && rooted {
 		return text(fmt.Sprintf("Hello %s, %d root(s) visible", name, len(roots.Roots))), nil, nil
 	}
-	state, err := g.sealTool(ctx, req, progress{Tool: "multiple_inputs"}, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+	return g.askTool(ctx, req, opened, progress{Tool: "multiple_inputs"}, mcp.InputRequestMap{
 		"user_name": elicit("What is your name?", "name"),
 		"greeting": &mcp.CreateMessageParams{
 			Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Generate a greeting"}}},
 			MaxTokens: 50,
 		},
 		"client_roots": &mcp.ListRootsParams{},
-	}, RequestState: state}, nil, nil
+	}, false)
 }
 
 // multiRound keeps its progress in the sealed state only: round 1 asks for a
-// name, round 2 for a color, then it completes.
+// name, round 2 for a color, then it completes. Both rounds are one flow: a
+// retry of round 1 after round 2 was asked does not open.
 func (g *guard) multiRound(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 	var st progress
-	ok, err := g.openTool(ctx, req, &st)
+	opened, err := g.openTool(ctx, req, &st)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch {
-	case !ok:
-		state, err := g.sealTool(ctx, req, progress{Tool: "multi_round", Round: 1}, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"step1": elicit("Step 1: What is your name?", "name")}, RequestState: state}, nil, nil
+	case opened == nil:
+		return g.askTool(ctx, req, nil, progress{Tool: "multi_round", Round: 1},
+			mcp.InputRequestMap{"step1": elicit("Step 1: What is your name?", "name")}, false)
 	case st.Round == 1:
 		name, _ := accepted(req.Params.InputResponses, "step1")["name"].(string)
-		state, err := g.sealTool(ctx, req, progress{Tool: "multi_round", Round: 2, Name: name}, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"step2": elicit("Step 2: What is your favorite color?", "color")}, RequestState: state}, nil, nil
+		return g.askTool(ctx, req, opened, progress{Tool: "multi_round", Round: 2, Name: name},
+			mcp.InputRequestMap{"step2": elicit("Step 2: What is your favorite color?", "color")}, false)
 	}
 	color, _ := accepted(req.Params.InputResponses, "step2")["color"].(string)
 	return text(fmt.Sprintf("Multi-round complete: %s likes %s", st.Name, color)), nil, nil
@@ -162,8 +149,10 @@ func capabilities(_ context.Context, req *mcp.CallToolRequest, _ any) (*mcp.Call
 func (g *guard) prompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	who := principal(header(req.Extra))
 	bind := gosdk.PromptGet(req.Params)
+	var opened *client.Opened
 	if req.Params.RequestState != "" {
-		_, err := g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState, Principal: who, Request: bind})
+		var err error
+		opened, err = g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState, Principal: who, Request: bind})
 		if client.Rejected(err) {
 			return nil, gosdk.InvalidParams(err)
 		}
@@ -177,12 +166,15 @@ func (g *guard) prompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.Get
 			}}, nil
 		}
 	}
-	state, _, err := g.sealer.Seal(ctx, client.SealRequest{Principal: who, Request: bind, TTL: g.ttl})
+	ask := mcp.InputRequestMap{"user_context": elicit("Please provide context for the prompt", "context")}
+	state, _, err := g.sealer.Seal(ctx, client.SealRequest{Principal: who, Request: bind, TTL: g.ttl, Flow: flow(ask, opened)})
+	if client.Rejected(err) {
+		return nil, gosdk.InvalidParams(err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{"user_context": elicit("Please provide context for the prompt", "context")},
-		RequestState: state}, nil
+	return &mcp.GetPromptResult{InputRequests: ask, RequestState: state}, nil
 }
 
 type weatherArgs struct {
@@ -191,18 +183,14 @@ type weatherArgs struct {
 
 func (g *guard) weather(ctx context.Context, req *mcp.CallToolRequest, args weatherArgs) (*mcp.CallToolResult, any, error) {
 	var st progress
-	ok, err := g.openTool(ctx, req, &st)
+	opened, err := g.openTool(ctx, req, &st)
 	if err != nil {
 		return nil, nil, err
 	}
-	if units, _ := accepted(req.Params.InputResponses, "units")["units"].(string); ok && units != "" {
+	if units, _ := accepted(req.Params.InputResponses, "units")["units"].(string); opened != nil && units != "" {
 		return text(fmt.Sprintf("Weather in %s: 21 degrees %s", args.Location, strings.ToUpper(units))), nil, nil
 	}
-	state, err := g.sealTool(ctx, req, progress{Tool: "get_weather"}, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"units": elicit("Celsius or Fahrenheit?", "units")}, RequestState: state}, nil, nil
+	return g.askTool(ctx, req, opened, progress{Tool: "get_weather"}, mcp.InputRequestMap{"units": elicit("Celsius or Fahrenheit?", "units")}, false)
 }
 
 type paymentArgs struct {
@@ -211,16 +199,12 @@ type paymentArgs struct {
 
 func (g *guard) approvePayment(ctx context.Context, req *mcp.CallToolRequest, args paymentArgs) (*mcp.CallToolResult, any, error) {
 	var st progress
-	ok, err := g.openTool(ctx, req, &st)
+	opened, err := g.openTool(ctx, req, &st)
 	if err != nil {
 		return nil, nil, err
 	}
-	if ok && accepted(req.Params.InputResponses, "approve") != nil {
+	if opened != nil && accepted(req.Params.InputResponses, "approve") != nil {
 		return text(fmt.Sprintf("Paid %.2f", args.Amount)), nil, nil
 	}
-	state, err := g.sealTool(ctx, req, progress{Tool: "approve_payment"}, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"approve": confirm()}, RequestState: state}, nil, nil
+	return g.askTool(ctx, req, opened, progress{Tool: "approve_payment"}, mcp.InputRequestMap{"approve": confirm()}, true)
 }
