@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -72,8 +73,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Policy is how the proxy seals states: their life, and which tools,
-// prompts and resources get one-time states.
+// How the proxy seals the rounds of a request (Policy.Flows).
+const (
+	// FlowsLatestOnly, the default, seals every state as a round of a flow
+	// (FORMAT.md, "Flows"): one deadline for the whole request, the
+	// tenant's maxRounds, the retry bound to the keys of the inputRequests
+	// its round asked, and only the flow's latest round opens, once.
+	FlowsLatestOnly = "latest-only"
+	// FlowsAnyRound seals flows whose every round opens until it expires.
+	FlowsAnyRound = "any-round"
+	// FlowsOff seals every state on its own, as sealers without flows
+	// do: until every replica of the sealer has flows.
+	FlowsOff = "off"
+)
+
+// Policy is how the proxy seals states: their life, which tools, prompts
+// and resources get one-time states, and the flows of their rounds.
 type Policy struct {
 	// TTL is each state's life; zero means the sealer's default.
 	TTL     time.Duration `yaml:"ttl"`
@@ -82,6 +97,19 @@ type Policy struct {
 		Prompts   []string `yaml:"prompts"`
 		Resources []string `yaml:"resources"`
 	} `yaml:"oneTime"`
+	// Flows is FlowsLatestOnly (also when empty), FlowsAnyRound or
+	// FlowsOff.
+	Flows string `yaml:"flows"`
+}
+
+// flow returns the flow request of a state that asks the input keys asked
+// after the state opened (nil when the call carried none); nil with flows
+// off.
+func (p *Policy) flow(asked []string, opened *client.Opened) *client.FlowRequest {
+	if p.Flows == FlowsOff {
+		return nil
+	}
+	return client.FlowRequest{LatestOnly: p.Flows != FlowsAnyRound, Asked: asked}.After(opened)
 }
 
 // oneTime reports whether the state of a request of method on target is
@@ -102,6 +130,7 @@ func (p *Policy) oneTime(method, target string) bool {
 // LoadPolicy reads a policy file (YAML):
 //
 //	ttl: 5m
+//	flows: latest-only
 //	oneTime:
 //	  tools: [approve_payment]
 //	  prompts: []
@@ -175,6 +204,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Policy.TTL < 0 {
 		bad("ttl %v: want 0 (the sealer's default) or more", c.Policy.TTL)
+	}
+	switch c.Policy.Flows {
+	case "", FlowsLatestOnly, FlowsAnyRound, FlowsOff:
+	default:
+		bad("flows %q: want %s, %s or %s", c.Policy.Flows, FlowsLatestOnly, FlowsAnyRound, FlowsOff)
 	}
 	return errors.Join(errs...)
 }

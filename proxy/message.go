@@ -160,7 +160,8 @@ type call struct {
 	// state is params.requestState; hasState is false when absent or empty.
 	state    string
 	hasState bool
-	// binding is the request's digest, for the three methods with params.
+	// binding is the request's digest, for the three methods with params;
+	// when the call carries a state, with the keys of its inputResponses.
 	binding *client.Binding
 }
 
@@ -179,16 +180,20 @@ var (
 	errStateParam = &requestError{-32602, "invalid params: requestState must be a string, on tools/call, prompts/get or resources/read only, named exactly so"}
 	errBindName   = &requestError{-32602, "invalid params: a member is named like name, arguments or uri in another spelling"}
 	errBindParams = &requestError{-32602, "invalid params: the request cannot be bound to a requestState"}
+	errInputsName = &requestError{-32602, "invalid params: a member is named like inputResponses in another spelling"}
+	errInputs     = &requestError{-32602, "invalid params: inputResponses must be one JSON object without repeated keys"}
 )
 
 // parseCall reads a POST body. It refuses what the proxy and an upstream
 // might read differently: anything but one object, a member named twice, a
-// member named like a JSON-RPC member, like requestState or like the
-// binding's name, arguments or uri in another spelling (another case,
-// snake_case or kebab-case: looseVariant). Members the proxy reads nothing
-// from (_meta, inputResponses) are passed as they are: an upstream that reads
-// them under another name reads nothing the proxy has checked. With an
-// error, the call it returns (possibly nil) holds the id to echo.
+// member named like a JSON-RPC member, like requestState, like the binding's
+// name, arguments or uri, or, on the three methods, like inputResponses
+// (whose keys a flow binds) in another spelling (another case, snake_case or
+// kebab-case: looseVariant); with a state, an inputResponses that is not one
+// object without repeated keys. Members the proxy reads nothing from (_meta)
+// are passed as they are: an upstream that reads them under another name
+// reads nothing the proxy has checked. With an error, the call it returns
+// (possibly nil) holds the id to echo.
 func parseCall(body []byte) (*call, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		return nil, errBatch
@@ -236,13 +241,39 @@ func parseCall(body []byte) (*call, error) {
 		c.hasState = c.state != ""
 	}
 	if stateMethods[c.method] {
+		if c.params.variant("inputResponses") {
+			return c, errInputsName
+		}
 		b, err := bind(c.method, c.params)
 		if err != nil {
 			return c, errBindParams
 		}
+		if c.hasState {
+			if b.Responded, err = memberNames(c.params, "inputResponses"); err != nil {
+				return c, errInputs
+			}
+		}
 		c.binding = b
 	}
 	return c, nil
+}
+
+// memberNames returns the names of the object o holds as name: none when it
+// is absent or null, an error when it is not one object without repeated
+// names.
+func memberNames(o *object, name string) ([]string, error) {
+	v, ok := o.get(name)
+	if !ok || bytes.Equal(v, []byte("null")) {
+		return []string{}, nil
+	}
+	inner, err := parseObject(v)
+	if err != nil {
+		return nil, err
+	}
+	if inner.names == nil {
+		return []string{}, nil // {}: no names, which is known
+	}
+	return inner.names, nil
 }
 
 // bind computes the request's binding as the Go client does (client.ToolCall,

@@ -44,6 +44,14 @@ func TestParseCall_RefusesWhatAnUpstreamMightReadOtherwise(t *testing.T) {
 		{"arguments with a repeated member", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}`, errBindParams},
 		{"no name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"requestState":"x"}}`, errBindParams},
 		{"uri not a string", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}`, errBindParams},
+		// A flow binds the keys of inputResponses: Go's encoding/json would
+		// read InputResponses, pydantic input_responses, in its place.
+		{"inputResponses in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":{"k":{}},"InputResponses":{"k":{},"x":{}}}}`, errInputsName},
+		{"inputResponses in snake_case", `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","requestState":"s","input_responses":{"x":{}}}}`, errInputsName},
+		{"inputResponses in another case without a state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","INPUTRESPONSES":{}}}`, errInputsName},
+		{"inputResponses twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":{},"inputResponses":{"x":{}}}}`, errParse},
+		{"inputResponses with a key twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":{"k":{},"k":{}}}}`, errInputs},
+		{"inputResponses not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":["k"]}}`, errInputs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseCall([]byte(tc.body))
@@ -83,12 +91,14 @@ func TestParseCall_R5_BindsAsTheGoClient(t *testing.T) {
 	}
 }
 
-// TestParseCall_PassesMembersItDoesNotBind: _meta and inputResponses are
-// read by the upstream only, in any spelling; uri is salient on
-// resources/read only.
+// TestParseCall_PassesMembersItDoesNotBind: _meta is read by the upstream
+// only, in any spelling; uri is salient on resources/read only; without a
+// state, the proxy reads nothing of inputResponses but its name.
 func TestParseCall_PassesMembersItDoesNotBind(t *testing.T) {
 	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{},"name":"a","input_responses":{},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"meta":{},"_Meta":{},"name":"a","requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","inputResponses":{"user_name":12345,"user_name":null}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"input_responses":{}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"meta":{},"name":"a","u_r_i":"x"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c","_meta":{"progressToken":1}}}`,
 	} {
@@ -154,4 +164,32 @@ func FuzzParseCall(f *testing.F) {
 			t.Fatalf("the rewritten body parses to %+v, %v", again, err)
 		}
 	})
+}
+
+// A call carrying a state is bound with the keys of its inputResponses as
+// received, case kept; absent, null or empty, with none (known); without a
+// state, with no keys at all.
+func TestParseCall_R9_RespondedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, params string
+		want         []string
+	}{
+		{"keys as received", `"requestState":"s","inputResponses":{"seat":{},"Seat":{},"meal":null}`, []string{"seat", "Seat", "meal"}},
+		{"escaped names decoded", `"requestState":"s","inputResponses":{"se\u0061t":{}}`, []string{"seat"}},
+		{"empty", `"requestState":"s","inputResponses":{}`, []string{}},
+		{"null", `"requestState":"s","inputResponses":null`, []string{}},
+		{"absent", `"requestState":"s"`, []string{}},
+		{"no state", `"inputResponses":{"seat":{}}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseCall([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",` + tc.params + `}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.binding.Responded
+			if (got == nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
+				t.Errorf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
 }

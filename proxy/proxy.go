@@ -16,7 +16,15 @@
 //   - A result carrying a requestState, in a JSON body or in the SSE event
 //     that holds it: the state is sealed with the caller's principal and
 //     the originating request, and replaced. A state over the cap is an
-//     error, never truncated. A response to one of the three methods that
+//     error, never truncated.
+//   - Flows (Policy.Flows, latest-only by default): every state is sealed
+//     as a round of a flow, bound to the keys of the result's
+//     inputRequests. A result to a call whose state the proxy opened
+//     continues that state's flow (the same deadline, the next round), so
+//     the client can neither stretch, rewind nor fork the request, and a
+//     retry is opened with the keys of its inputResponses, which must be
+//     exactly those its round asked. A flow past its deadline or its
+//     rounds answers -32602 in place of the next round. A response to one of the three methods that
 //     the proxy cannot read (a media type other than application/json or
 //     text/event-stream, a JSON body that is not one object, a compressed
 //     body) is replaced by a JSON-RPC error, HTTP 502 in place of a success,
@@ -39,7 +47,8 @@
 // named like a JSON-RPC member or like requestState, name, arguments or uri
 // in another case or with '_' or '-' (decoders such as Go's encoding/json
 // match names regardless of case; pydantic models with camelCase aliases and
-// populate_by_name, as in the Python SDK, read request_state too).
+// populate_by_name, as in the Python SDK, read request_state too), and on
+// the three methods a member named like inputResponses in another spelling.
 package proxy
 
 import (
@@ -112,10 +121,13 @@ func New(cfg Config, s Sealer) (*Proxy, error) {
 	return p, nil
 }
 
-// exchange is what the response to a call needs: the call and who made it.
+// exchange is what the response to a call needs: the call, who made it,
+// and the state it carried as opened (nil when none), whose flow the next
+// round continues.
 type exchange struct {
 	call      *call
 	principal string
+	opened    *client.Opened
 }
 
 type exchangeKey struct{}
@@ -173,16 +185,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, c.id, "no_principal", http.StatusUnauthorized, &requestError{-32600, "invalid request: the caller is not identified"})
 		return
 	}
+	var opened *client.Opened
 	if c.hasState {
-		opened, err := p.open(r.Context(), c, who)
-		if err != nil {
+		var err error
+		if opened, err = p.open(r.Context(), c, who); err != nil {
 			p.openFailed(w, c, err)
 			return
 		}
-		body = c.withState(opened)
+		body = c.withState(opened.Payload)
 	}
 	p.metrics.request(methodLabel(c.method), "forwarded")
-	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who})), body)
+	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who, opened: opened})), body)
 }
 
 // allowedMethods are the HTTP methods of the Streamable HTTP transport, and
@@ -219,17 +232,16 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	p.rp.ServeHTTP(w, r)
 }
 
-// open opens the call's state and returns the upstream's original.
-func (p *Proxy) open(ctx context.Context, c *call, who string) ([]byte, error) {
+// open opens the call's state, whose payload is the upstream's original.
+// The binding carries the keys of the call's inputResponses, which must be
+// those its round asked.
+func (p *Proxy) open(ctx context.Context, c *call, who string) (*client.Opened, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SealerTimeout)
 	defer cancel()
 	start := time.Now()
 	o, err := p.sealer.Open(ctx, client.OpenRequest{State: c.state, Principal: who, Request: *c.binding})
 	p.metrics.sealerCall("open", reasonOf(err), time.Since(start))
-	if err != nil {
-		return nil, err
-	}
-	return o.Payload, nil
+	return o, err
 }
 
 // openFailed answers a call whose state did not open: -32602 for a refused
@@ -328,6 +340,7 @@ var (
 	errResponseTooLarge  = errors.New("proxy: the upstream's response exceeds the response size cap")
 	errStateTooLarge     = errors.New("proxy: the upstream's requestState exceeds the state size cap")
 	errStateNotString    = errors.New("proxy: the upstream's requestState is not a string")
+	errInputRequests     = errors.New("proxy: the upstream's inputRequests is not one JSON object without repeated keys")
 )
 
 // sealMessage returns the JSON-RPC message msg with the state of its result
@@ -356,7 +369,14 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 	if len(state) > p.cfg.MaxStateBytes {
 		return p.failure(x, errStateTooLarge)
 	}
-	sealed, err := p.seal(ctx, x, []byte(state))
+	asked, err := memberNames(result, "inputRequests")
+	if err != nil {
+		return p.failure(x, errInputRequests)
+	}
+	sealed, err := p.seal(ctx, x, []byte(state), asked)
+	if errors.Is(err, sealer.ErrFlowExpired) || errors.Is(err, sealer.ErrFlowExhausted) {
+		return p.flowEnded(x, err)
+	}
 	if err != nil {
 		return p.failure(x, err)
 	}
@@ -370,13 +390,16 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 	return out.Bytes()
 }
 
-// seal seals the upstream's state for the caller and the request.
-func (p *Proxy) seal(ctx context.Context, x *exchange, state []byte) (string, error) {
+// seal seals the upstream's state for the caller and the request, as the
+// round of a flow that asks the input keys asked: the round after the state
+// the call carried, or the first.
+func (p *Proxy) seal(ctx context.Context, x *exchange, state []byte, asked []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SealerTimeout)
 	defer cancel()
 	start := time.Now()
 	sealed, _, err := p.sealer.Seal(ctx, client.SealRequest{Principal: x.principal, Request: *x.call.binding,
-		Payload: state, TTL: p.cfg.Policy.TTL, OneTime: p.cfg.Policy.oneTime(x.call.method, x.call.target())})
+		Payload: state, TTL: p.cfg.Policy.TTL, OneTime: p.cfg.Policy.oneTime(x.call.method, x.call.target()),
+		Flow: p.cfg.Policy.flow(asked, x.opened)})
 	p.metrics.sealerCall("seal", reasonOf(err), time.Since(start))
 	return sealed, err
 }
@@ -387,6 +410,15 @@ func (p *Proxy) failure(x *exchange, err error) []byte {
 	p.log.Warn("state not sealed", "method", x.call.method, "reason", reasonOf(err), "err", errText(err))
 	p.metrics.request(methodLabel(x.call.method), "seal_failed")
 	return errorResponse(x.call.id, -32603, "the server's requestState could not be sealed", nil)
+}
+
+// flowEnded is the JSON-RPC error the caller gets instead of a next round
+// that its flow does not allow: past the flow's deadline, or beyond the
+// tenant's rounds. It is logged once, here.
+func (p *Proxy) flowEnded(x *exchange, err error) []byte {
+	p.log.Info("flow ended", "method", x.call.method, "reason", reasonOf(err))
+	p.metrics.request(methodLabel(x.call.method), "flow_ended")
+	return errorResponse(x.call.id, -32602, "invalid params: the request has no round left (its deadline passed or its rounds are used)", nil)
 }
 
 // replace makes resp a JSON-RPC error for err: HTTP 502 in place of a
@@ -437,6 +469,8 @@ func reasonOf(err error) string {
 	}{
 		{sealer.ErrInvalid, "INVALID_STATE"}, {sealer.ErrExpired, "EXPIRED"},
 		{sealer.ErrPrincipalMismatch, "PRINCIPAL_MISMATCH"}, {sealer.ErrRequestMismatch, "REQUEST_MISMATCH"},
+		{sealer.ErrInputMismatch, "INPUT_MISMATCH"}, {sealer.ErrFlowExpired, "FLOW_EXPIRED"},
+		{sealer.ErrFlowExhausted, "FLOW_EXHAUSTED"}, {client.ErrNoFlow, "NO_FLOW"},
 		{ledger.ErrConsumed, "ALREADY_CONSUMED"}, {ledger.ErrUnavailable, "LEDGER_UNAVAILABLE"},
 		{client.ErrInvalidArgument, "INVALID_ARGUMENT"}, {client.ErrUnauthenticated, "UNAUTHENTICATED"},
 		{client.ErrResourceExhausted, "RESOURCE_EXHAUSTED"}, {client.ErrKeysUnavailable, "KEYS_UNAVAILABLE"},
@@ -470,6 +504,10 @@ func refusal(e *requestError) string {
 		return "binding_param_variant"
 	case errBindParams:
 		return "unbindable"
+	case errInputsName:
+		return "input_responses_variant"
+	case errInputs:
+		return "input_responses"
 	}
 	return "parse"
 }

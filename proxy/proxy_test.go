@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +18,15 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// fakeSealer is for the error paths only; the e2e tests run a real sealer.
+// fakeSealer is for the error paths and for what the proxy asks of the
+// sealer; the e2e tests run a real sealer.
 type fakeSealer struct {
 	openErr, sealErr error
 	mu               sync.Mutex
 	principals       []string
 	seals            int
+	flows            []*client.FlowRequest // of each Seal
+	responded        [][]string            // of each Open
 }
 
 func (f *fakeSealer) Seal(_ context.Context, r client.SealRequest) (string, time.Time, error) {
@@ -30,17 +34,20 @@ func (f *fakeSealer) Seal(_ context.Context, r client.SealRequest) (string, time
 	defer f.mu.Unlock()
 	f.seals++
 	f.principals = append(f.principals, r.Principal)
+	f.flows = append(f.flows, r.Flow)
 	return "SEALED", time.Time{}, f.sealErr
 }
 
+// Open opens any state as round 1 of a flow.
 func (f *fakeSealer) Open(_ context.Context, r client.OpenRequest) (*client.Opened, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.principals = append(f.principals, r.Principal)
+	f.responded = append(f.responded, r.Request.Responded)
 	if f.openErr != nil {
 		return nil, f.openErr
 	}
-	return &client.Opened{Payload: []byte(`{"round":1}`)}, nil
+	return &client.Opened{Payload: []byte(`{"round":1}`), State: r.State, Flow: &client.Flow{Round: 1, LatestOnly: true}}, nil
 }
 
 // upstream answers every POST with body, counting the calls and keeping
@@ -114,6 +121,9 @@ func TestProxy_OpenFailures(t *testing.T) {
 		{"R4 expired", sealer.ErrExpired, 400, "id 5 code -32602"},
 		{"R5 other request", sealer.ErrRequestMismatch, 400, "id 5 code -32602"},
 		{"R6 consumed", ledger.ErrConsumed, 400, "id 5 code -32602"},
+		{"R9 off-script input keys", sealer.ErrInputMismatch, 400, "id 5 code -32602"},
+		{"R9 flow past its deadline", sealer.ErrFlowExpired, 400, "id 5 code -32602"},
+		{"R9 flow out of rounds", sealer.ErrFlowExhausted, 400, "id 5 code -32602"},
 		{"ledger unavailable is retryable, never a pass", ledger.ErrUnavailable, 503, "id 5 code -32603"},
 		{"a sealer that times out is retryable", context.DeadlineExceeded, 503, "id 5 code -32603"},
 		{"a sealer that refuses the proxy is retryable", client.ErrUnauthenticated, 503, "id 5 code -32603"},
@@ -336,6 +346,91 @@ func TestProxy_AByteOrderMarkHidesNoState(t *testing.T) {
 		newProxy(t, up, fs, nil).ServeHTTP(w, req)
 		if got := w.Body.String(); strings.Contains(got, "plain-secret") || !strings.Contains(got, `"requestState":"SEALED"`) || fs.seals != 1 {
 			t.Errorf("%s: got %q after %d seals, want the state sealed", tc.contentType, got, fs.seals)
+		}
+	}
+}
+
+// The proxy seals the rounds of a request as one flow (R9): the first
+// input_required starts it, an input_required answering a call whose state
+// it opened continues that state, each round bound to the keys of the
+// result's inputRequests; the retry's inputResponses keys go to Open.
+func TestProxy_R9_ChainsRoundsAsAFlow(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const retry = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","requestState":"S1","inputResponses":{"dates":{"action":"accept"}}}}`
+	const asks = `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","inputRequests":{"seat":{},"Meal":{}},"requestState":"plain"}}`
+	for _, tc := range []struct {
+		name, flows, body string
+		want              *client.FlowRequest
+	}{
+		{"round 1, latest-only by default", "", first, &client.FlowRequest{LatestOnly: true, Asked: []string{"seat", "Meal"}}},
+		{"round 2 continues the state opened", "", retry, &client.FlowRequest{Continues: "S1", LatestOnly: true, Asked: []string{"seat", "Meal"}}},
+		{"latest-only", FlowsLatestOnly, retry, &client.FlowRequest{Continues: "S1", LatestOnly: true, Asked: []string{"seat", "Meal"}}},
+		{"any round", FlowsAnyRound, retry, &client.FlowRequest{Continues: "S1", Asked: []string{"seat", "Meal"}}},
+		{"off", FlowsOff, retry, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, "application/json", asks)
+			fs := &fakeSealer{}
+			post(newProxy(t, up, fs, func(c *Config) { c.Policy.Flows = tc.flows }), tc.body, "Authorization", "Bearer tok")
+			if len(fs.flows) != 1 {
+				t.Fatalf("%d seals, want 1", len(fs.flows))
+			}
+			got := fs.flows[0]
+			if (got == nil) != (tc.want == nil) || got != nil && (got.Continues != tc.want.Continues || got.LatestOnly != tc.want.LatestOnly || !slices.Equal(got.Asked, tc.want.Asked)) {
+				t.Errorf("sealed with flow %+v, want %+v", got, tc.want)
+			}
+			if tc.body == retry && (len(fs.responded) != 1 || !slices.Equal(fs.responded[0], []string{"dates"})) {
+				t.Errorf("opened with the keys %q, want [dates]", fs.responded)
+			}
+		})
+	}
+	t.Run("a result without inputRequests asks none", func(t *testing.T) {
+		up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"plain"}}`)
+		fs := &fakeSealer{}
+		post(newProxy(t, up, fs, nil), first, "Authorization", "Bearer tok")
+		if len(fs.flows) != 1 || fs.flows[0] == nil || fs.flows[0].Asked == nil || len(fs.flows[0].Asked) != 0 {
+			t.Errorf("sealed with %+v, want a flow asking no keys", fs.flows)
+		}
+	})
+}
+
+// A flow that cannot go on (its deadline passed, its rounds used) answers
+// -32602 in place of the next round; a sealer without flows, or an
+// inputRequests the proxy cannot read, -32603: never the upstream's state.
+func TestProxy_R9_NextRoundRefused(t *testing.T) {
+	const retry = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","requestState":"S1","inputResponses":{"k":{}}}}`
+	const asks = `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","inputRequests":{"k":{}},"requestState":"plain-secret"}}`
+	for _, tc := range []struct {
+		name, body string
+		err        error
+		want       string
+	}{
+		{"flow expired", asks, sealer.ErrFlowExpired, "id 5 code -32602"},
+		{"flow exhausted", asks, sealer.ErrFlowExhausted, "id 5 code -32602"},
+		{"a sealer without flows", asks, client.ErrNoFlow, "id 5 code -32603"},
+		{"inputRequests not an object", `{"jsonrpc":"2.0","id":5,"result":{"inputRequests":["k"],"requestState":"plain-secret"}}`, nil, "id 5 code -32603"},
+		{"inputRequests with a key twice", `{"jsonrpc":"2.0","id":5,"result":{"inputRequests":{"k":{},"k":{}},"requestState":"plain-secret"}}`, nil, "id 5 code -32603"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, "application/json", tc.body)
+			_, m := post(newProxy(t, up, &fakeSealer{sealErr: tc.err}, nil), retry, "Authorization", "Bearer tok")
+			b, _ := json.Marshal(m)
+			if errorCode(m) != tc.want || strings.Contains(string(b), "plain-secret") {
+				t.Errorf("got %s, want %s without the state", b, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfig_Flows(t *testing.T) {
+	for _, tc := range []struct {
+		flows string
+		ok    bool
+	}{{"", true}, {FlowsLatestOnly, true}, {FlowsAnyRound, true}, {FlowsOff, true}, {"on", false}, {"Latest-Only", false}} {
+		cfg := Defaults()
+		cfg.Upstream, cfg.Principal, cfg.Policy.Flows = "http://127.0.0.1:3001/mcp", PrincipalAnonymous, tc.flows
+		if err := cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("flows %q: got %v, want ok %v", tc.flows, err, tc.ok)
 		}
 	}
 }

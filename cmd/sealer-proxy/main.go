@@ -47,7 +47,8 @@ func run(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.SealerTimeout, "sealer-timeout", cfg.SealerTimeout, "bound on each Seal and Open")
 	fs.StringVar(&cfg.Principal, "principal", "", "who the caller is: bearer (its token, hashed), cert (its client certificate), header (set by a trusted proxy in front), or anonymous (every caller the same)")
 	fs.StringVar(&cfg.PrincipalHeaderName, "principal-header-name", cfg.PrincipalHeaderName, "principal header: the header naming the caller; removed from callers' requests in the other modes")
-	policyFile := fs.String("policy", "", "policy file (YAML: ttl, oneTime.tools, oneTime.prompts, oneTime.resources); flags add to it")
+	policyFile := fs.String("policy", "", "policy file (YAML: ttl, flows, oneTime.tools, oneTime.prompts, oneTime.resources); flags add to it")
+	flows := fs.String("flows", "", "how the rounds of a request are sealed: latest-only (the default: one flow, bound to the input keys each round asks, only its latest round opens), any-round (every round opens until it expires) or off (each state alone, while some sealer replica has no flows)")
 	ttl := fs.Duration("state-ttl", 0, "life of the states the proxy seals (0: the policy file's, else the sealer's default)")
 	tools := fs.String("one-time-tools", "", "tools whose states open once, comma separated")
 	prompts := fs.String("one-time-prompts", "", "prompts whose states open once, comma separated")
@@ -76,6 +77,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	if *ttl != 0 {
 		cfg.Policy.TTL = *ttl
+	}
+	if *flows != "" {
+		cfg.Policy.Flows = *flows
 	}
 	cfg.Policy.OneTime.Tools = append(cfg.Policy.OneTime.Tools, list(*tools)...)
 	cfg.Policy.OneTime.Prompts = append(cfg.Policy.OneTime.Prompts, list(*prompts)...)
