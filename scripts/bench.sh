@@ -71,6 +71,27 @@ kill "$ts_PID"
 [ "${ONLY:-}" = typescript ] && { echo "results in $out"; exit 0; }
 fi
 
+# --- Flows: what a flow costs (issue 23) ----------------------------------
+# Seal+Open pairs over gRPC through the Go client (the request's digest),
+# one sealer with the embedded ledger: plain states beside round 1 of a flow
+# asking one input key (the Open answering it), round 2 continuing an opened
+# round, and a latest-only flow (the Open advances the flow in the ledger)
+# beside a one-time state (the Open consumes it there). The ops take turns,
+# 3 runs each, the median reported, then each flow op's share of its
+# reference. ONLY=flows scripts/bench.sh runs this section alone (about 8
+# minutes); SKIP=flows leaves it out.
+if [ "${SKIP:-}" != flows ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = flows ]; }; then
+step "flows: Seal+Open pairs/s, plain states beside flow rounds, latest-only flows beside one-time states (gRPC, digest, embedded ledger)"
+start_sealer flows
+{ echo "load before: $(uptime)"; echo; } | tee "$out/flows.md"
+"$load" -targets "$flows_GRPC" -server-pid "$flows_PID" -c 1,16,64 -d 8s -warmup 2s -repeat 3 \
+  -ops flow-off,flow-round1,flow-next,flow-latest,flow-onetime | tee -a "$out/flows.md"
+{ echo; echo "load after: $(uptime)"; } | tee -a "$out/flows.md"
+kill "$flows_PID"
+[ "${ONLY:-}" = flows ] && { echo "results in $out"; exit 0; }
+fi
+# --- end of the flows section ----------------------------------------------
+
 # --- 0. The core in process -----------------------------------------------
 if [ "${SKIP:-}" != side-by-side ]; then
 step "core: Seal and Open in process (go test -bench, 3 runs)"

@@ -16,6 +16,7 @@
 //	health         the gRPC health Check: the floor any gRPC service reaches here
 //	vault-transit  a Vault Transit encrypt, then decrypt, of the same payload
 //	               (VAULT_ADDR, VAULT_TOKEN, -vault-key)
+//	flow-*         Seal+Open with plain states beside flows: flows.go
 //	mcp-mrtr       an MCP round trip over Streamable HTTP through sealer-proxy
 //	               (-mcp-url); mcp-mrtr@direct the same to the MCP server
 //	               behind it (-mcp-direct-url), its floor
@@ -188,6 +189,9 @@ func run(f flags) error {
 		if o, label, ok := mcpOp(name); ok {
 			return o, label, nil
 		}
+		if o, label, ok, err := flowOp(name, sealers, auth, payload); ok {
+			return o, label, err
+		}
 		base, onEcho := strings.CutSuffix(name, "@echo")
 		ts, httpTargets := sealers, f.httpTargets
 		if onEcho {
@@ -331,6 +335,7 @@ func run(f flags) error {
 		}
 	}
 	reportFloors(f.ops, f.levels, medians)
+	reportFlows(f.levels, medians)
 	return nil
 }
 
