@@ -272,7 +272,10 @@ function flowOf(f: PbFlow): Flow {
   if (f.id.length !== 16 || f.round < 1 || f.deadline === undefined) {
     throw new SealerError(Reason.UNSPECIFIED, "sealer: malformed flow in the sealer's reply");
   }
-  return { id: f.id, round: f.round, deadline: timestampDate(f.deadline), latestOnly: f.latestOnly };
+  // To the millisecond, as states carry it (truncated): round 1's seal
+  // answers it to the nanosecond, every later answer as the state holds it.
+  const deadline = new Date(Number(f.deadline.seconds) * 1000 + Math.floor(f.deadline.nanos / 1_000_000));
+  return { id: f.id, round: f.round, deadline, latestOnly: f.latestOnly };
 }
 
 function dateOf(t: Timestamp | undefined): Date {

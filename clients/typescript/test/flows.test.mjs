@@ -104,6 +104,9 @@ test("a seal that asked for a flow fails closed when the sealer answers without 
     await assert.rejects(c.seal({ principal: "a", request: toolCall("t"), flow: {} }), /malformed flow/, name);
     reply = sealResponse(create(FlowSchema, { id: new Uint8Array(16), round: 0, deadline: timestampFromDate(deadline) }));
     await assert.rejects(c.seal({ principal: "a", request: toolCall("t"), flow: {} }), /malformed flow/, name);
+    // The deadline to the millisecond the states carry (truncated), however precise the answer.
+    reply = sealResponse(create(FlowSchema, { id: new Uint8Array(16), round: 1, deadline: { seconds: 1_900_000_000n, nanos: 999_999_999 } }));
+    assert.equal((await c.seal({ principal: "a", request: toolCall("t"), flow: {} })).flow.deadline.getTime(), 1_900_000_000_999, name);
     // An open without a flow is a state sealed without one.
     const o = await c.open({ requestState: "X", principal: "a", request: toolCall("t") });
     assert.equal(o.flow, undefined, name);
