@@ -2,16 +2,27 @@
 // the 2026-07-28 wire) whose every requestState is sealed and opened by a
 // running sealer, through the codec of @mcp-sealer/client/mcp. It implements
 // the tools and the prompt of the MCP conformance suite's
-// input-required-result scenarios, and two of its own, as the Go example
+// input-required-result scenarios, and three of its own, as the Go example
 // (examples/mcpserver) does:
 //
 //	get_weather      two rounds; the state is bound to the location argument
 //	approve_payment  a one-time state: the retry works once
+//	plan_trip        three rounds of input, then the answer
+//
+// Every state is a round of a flow (the codec's default): the rounds of one
+// request share a deadline and a round limit, only the latest round opens
+// (a client can neither rewind nor fork the request), and each retry must
+// answer exactly the inputRequests its round asked, which
+// states.inputRequired binds.
 //
 // The principal is the caller's bearer token (hashed), or "anonymous": this
 // example trusts any token, where a real server verifies it first.
 //
-//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject]
+//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject] [--flows on]
+//
+// --flows off seals plain states, one per round, as the codec did before
+// flows (the e2e tests' control: rewinds, forks and off-script answers then
+// go through).
 //
 // --legacy stateless also serves 2025-era requests, JSON-RPC batches
 // included, as the SDK's default does; the codec never binds a state to a
@@ -41,12 +52,14 @@ const { values: flags } = parseArgs({
     rest: { type: "boolean", default: false },
     "state-ttl": { type: "string", default: "300" },
     legacy: { type: "string", default: "reject" },
+    flows: { type: "string", default: "on" },
   },
 });
 if (flags.legacy !== "reject" && flags.legacy !== "stateless") throw new Error("--legacy is reject or stateless");
+if (flags.flows !== "on" && flags.flows !== "off") throw new Error("--flows is on or off");
 
 // What the states of this server carry.
-type Progress = { tool: string; round?: number; name?: string };
+type Progress = { tool: string; round?: number; name?: string; city?: string; from?: string; nights?: string };
 
 // The three lines a server author writes: a sealer client, the codec, and
 // the codec's hook in the server options (plus states.fetch around the
@@ -56,6 +69,7 @@ const states = sealedRequestState<Progress>({
   sealer,
   principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS,
   ttlSeconds: Number(flags["state-ttl"]),
+  flows: flags.flows === "on",
 });
 
 const p = "test_input_required_result_";
@@ -117,7 +131,7 @@ function newServer(): McpServer {
     if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "confirm")) {
       return text("state-ok: requestState opened and confirmation accepted");
     }
-    return inputRequired({ inputRequests: { confirm: confirm() }, requestState: await states.mint({ tool: "request_state" }, ctx) });
+    return states.inputRequired({ inputRequests: { confirm: confirm() }, payload: { tool: "request_state" } }, ctx);
   };
   s.registerTool(p + "request_state", { description: "asks for a confirmation with a sealed state" }, requestState);
   s.registerTool(p + "tampered_state", { description: "rejects a state that does not open" }, requestState);
@@ -129,34 +143,38 @@ function newServer(): McpServer {
     if (stateOf(ctx) && name && inputResponse(r, "greeting").kind === "sampling" && roots.kind === "roots") {
       return text(`Hello ${name}, ${roots.roots.length} root(s) visible`);
     }
-    return inputRequired({
-      inputRequests: {
-        user_name: elicit("What is your name?", "name"),
-        greeting: inputRequired.createMessage({
-          messages: [{ role: "user", content: { type: "text", text: "Generate a greeting" } }],
-          maxTokens: 50,
-        }),
-        client_roots: inputRequired.listRoots(),
+    return states.inputRequired(
+      {
+        inputRequests: {
+          user_name: elicit("What is your name?", "name"),
+          greeting: inputRequired.createMessage({
+            messages: [{ role: "user", content: { type: "text", text: "Generate a greeting" } }],
+            maxTokens: 50,
+          }),
+          client_roots: inputRequired.listRoots(),
+        },
+        payload: { tool: "multiple_inputs" },
       },
-      requestState: await states.mint({ tool: "multiple_inputs" }, ctx),
-    });
+      ctx,
+    );
   });
 
-  // multi_round keeps its progress in the sealed state only.
+  // multi_round keeps its progress in the sealed state only; its second
+  // state is round 2 of the first one's flow.
   s.registerTool(p + "multi_round", { description: "two rounds, a new sealed state in each" }, async (ctx) => {
     const st = stateOf(ctx);
     if (!st) {
-      return inputRequired({
-        inputRequests: { step1: elicit("Step 1: What is your name?", "name") },
-        requestState: await states.mint({ tool: "multi_round", round: 1 }, ctx),
-      });
+      return states.inputRequired(
+        { inputRequests: { step1: elicit("Step 1: What is your name?", "name") }, payload: { tool: "multi_round", round: 1 } },
+        ctx,
+      );
     }
     if (st.round === 1) {
       const name = str(acceptedContent(ctx.mcpReq.inputResponses, "step1")?.name);
-      return inputRequired({
-        inputRequests: { step2: elicit("Step 2: What is your favorite color?", "color") },
-        requestState: await states.mint({ tool: "multi_round", round: 2, name }, ctx),
-      });
+      return states.inputRequired(
+        { inputRequests: { step2: elicit("Step 2: What is your favorite color?", "color") }, payload: { tool: "multi_round", round: 2, name } },
+        ctx,
+      );
     }
     const color = str(acceptedContent(ctx.mcpReq.inputResponses, "step2")?.color);
     return text(`Multi-round complete: ${st.name} likes ${color}`);
@@ -186,10 +204,10 @@ function newServer(): McpServer {
         messages: [{ role: "user", content: { type: "text", text: "Context: " + str(c.context) } }],
       };
     }
-    return inputRequired({
-      inputRequests: { user_context: elicit("Please provide context for the prompt", "context") },
-      requestState: await states.mint({ tool: "prompt" }, ctx),
-    });
+    return states.inputRequired(
+      { inputRequests: { user_context: elicit("Please provide context for the prompt", "context") }, payload: { tool: "prompt" } },
+      ctx,
+    );
   });
 
   s.registerTool(
@@ -198,10 +216,7 @@ function newServer(): McpServer {
     async ({ location }, ctx) => {
       const units = str(acceptedContent(ctx.mcpReq.inputResponses, "units")?.units);
       if (stateOf(ctx) && units) return text(`Weather in ${location}: 21 degrees ${units.toUpperCase()}`);
-      return inputRequired({
-        inputRequests: { units: elicit("Celsius or Fahrenheit?", "units") },
-        requestState: await states.mint({ tool: "get_weather" }, ctx),
-      });
+      return states.inputRequired({ inputRequests: { units: elicit("Celsius or Fahrenheit?", "units") }, payload: { tool: "get_weather" } }, ctx);
     },
   );
 
@@ -210,10 +225,38 @@ function newServer(): McpServer {
     { description: "asks for approval; the state opens once", inputSchema: z.object({ amount: z.number() }) },
     async ({ amount }, ctx) => {
       if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "approve")) return text(`Paid ${amount.toFixed(2)}`);
-      return inputRequired({
-        inputRequests: { approve: confirm() },
-        requestState: await states.mint({ tool: "approve_payment" }, ctx, { oneTime: true }),
-      });
+      return states.inputRequired({ inputRequests: { approve: confirm() }, payload: { tool: "approve_payment" } }, ctx, { oneTime: true });
+    },
+  );
+
+  // plan_trip: three rounds of input (where; when and how long; confirm),
+  // each state the next round of the first one's flow.
+  s.registerTool(
+    "plan_trip",
+    { description: "three rounds of input, then the plan", inputSchema: z.object({ traveler: z.string() }) },
+    async ({ traveler }, ctx) => {
+      const st = stateOf(ctx);
+      const r = ctx.mcpReq.inputResponses;
+      if (!st) {
+        return states.inputRequired({ inputRequests: { destination: elicit("Where to?", "city") }, payload: { tool: "plan_trip", round: 1 } }, ctx);
+      }
+      if (st.round === 1) {
+        const city = str(acceptedContent(r, "destination")?.city);
+        return states.inputRequired(
+          {
+            inputRequests: { dates: elicit(`When do you leave for ${city}?`, "from"), nights: elicit("How many nights?", "nights") },
+            payload: { tool: "plan_trip", round: 2, city },
+          },
+          ctx,
+        );
+      }
+      if (st.round === 2) {
+        const from = str(acceptedContent(r, "dates")?.from);
+        const nights = str(acceptedContent(r, "nights")?.nights);
+        return states.inputRequired({ inputRequests: { confirm: confirm() }, payload: { ...st, round: 3, from, nights } }, ctx);
+      }
+      if (acceptedContent(r, "confirm")?.ok !== true) return text(`No trip for ${traveler}`);
+      return text(`Trip for ${traveler}: ${st.city} from ${st.from}, ${st.nights} nights (round ${states.flowOf(ctx)?.round} of one flow)`);
     },
   );
   return s;
@@ -270,7 +313,7 @@ const server = createServer((req, res) => {
 server.listen(port, host, () => {
   const a = server.address();
   const where = typeof a === "object" && a ? `${a.address}:${a.port}` : flags.addr;
-  console.error(`mcpserver-ts listening on http://${where}/mcp, sealer at ${flags.sealer}${flags.rest ? " (REST)" : " (gRPC)"}`);
+  console.error(`mcpserver-ts listening on http://${where}/mcp, sealer at ${flags.sealer}${flags.rest ? " (REST)" : " (gRPC)"}, flows ${flags.flows}`);
 });
 for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.on(sig, () => {
