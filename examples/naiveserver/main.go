@@ -11,6 +11,8 @@
 //	get_weather      two rounds; the state names the location
 //	approve_payment  two rounds; the state carries the amount, which it pays
 //	progress_report  progress notifications, then an input_required result
+//	book_trip        three rounds (dates, seat, confirmation), the answers so
+//	                 far in the state
 //
 // GET /calls returns the requests it received on /mcp, as JSON
 // ({"total":N,"byName":{"tools/call get_weather":n}}), for the tests to

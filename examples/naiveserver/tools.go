@@ -17,6 +17,8 @@ type progress struct {
 	Name     string  `json:"name,omitempty"`
 	Location string  `json:"location,omitempty"`
 	Amount   float64 `json:"amount,omitempty"`
+	Dates    string  `json:"dates,omitempty"`
+	Seat     string  `json:"seat,omitempty"`
 }
 
 // state writes the progress as it goes to the client: in clear.
@@ -53,6 +55,7 @@ func newServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "get_weather", Description: "asks for units; the state names the location"}, weather)
 	mcp.AddTool(s, &mcp.Tool{Name: "approve_payment", Description: "asks for approval; pays the amount in the state"}, approvePayment)
 	mcp.AddTool(s, &mcp.Tool{Name: "progress_report", Description: "sends progress notifications, then asks for a confirmation"}, progressReport)
+	mcp.AddTool(s, &mcp.Tool{Name: "book_trip", Description: "three rounds: dates, seat, confirmation; the state carries the answers so far"}, bookTrip)
 	return s
 }
 
@@ -233,4 +236,37 @@ func progressReport(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.
 	}
 	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": confirm()},
 		RequestState: state(progress{Tool: "progress_report"})}, nil, nil
+}
+
+type tripArgs struct {
+	City string `json:"city" jsonschema:"where to"`
+}
+
+// bookTrip asks three times, its progress in the state only: round 1 for
+// the dates, round 2 for a seat, round 3 for a confirmation; then it books
+// what the state says. Any state that comes back is trusted: an old one
+// asks its round again, a copy books again.
+func bookTrip(_ context.Context, req *mcp.CallToolRequest, args tripArgs) (*mcp.CallToolResult, any, error) {
+	var st progress
+	trust(req.Params.RequestState, &st)
+	r := req.Params.InputResponses
+	next := func(ask string, p progress, field ...string) (*mcp.CallToolResult, any, error) {
+		p.Tool = "book_trip"
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{ask: elicit("Your "+ask+"?", field...)}, RequestState: state(p)}, nil, nil
+	}
+	switch st.Round {
+	case 0:
+		return next("dates", progress{Round: 1}, "dates")
+	case 1:
+		dates, _ := accepted(r, "dates")["dates"].(string)
+		return next("seat", progress{Round: 2, Dates: dates}, "seat")
+	case 2:
+		seat, _ := accepted(r, "seat")["seat"].(string)
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": confirm()},
+			RequestState: state(progress{Tool: "book_trip", Round: 3, Dates: st.Dates, Seat: seat})}, nil, nil
+	}
+	if accepted(r, "confirm") == nil {
+		return text("not booked"), nil, nil
+	}
+	return text(fmt.Sprintf("Booked %s, %s, seat %s", args.City, st.Dates, st.Seat)), nil, nil
 }
