@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -151,5 +152,32 @@ func TestProxy_R9_ForksNeverReachUpstream(t *testing.T) {
 		})
 		t.Logf("latest-only flows: retries of round 1 that reached the upstream, per run of 32: %v", reachedRuns)
 		t.Logf("latest-only flows: forks per run of 32 parallel retries (round-2 states that opened, less one): %v", forks)
+	})
+}
+
+// TestProxy_R9_FlowEndsAtItsRoundsAndDeadline: behind the proxy, the naive
+// server's tool cannot go past the sealer's --max-rounds (its round-3 state
+// is refused to the client, -32602), nor past the flow's deadline however
+// recent its round (refused before the server).
+func TestProxy_R9_FlowEndsAtItsRoundsAndDeadline(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	s := start(t, t.TempDir(), "--audit-log", audit, "--max-rounds", "2", "--flow-ttl", "1s")
+	up := startNaive(t)
+	cs := mcpSession(t, startProxy(t, s, up.url, "--principal", "bearer"), "alice-token", false, nil)
+
+	s1 := firstRound(t, cs, "book_trip", tripArgs)
+	s2 := nextState(t, cs, "book_trip", tripArgs, s1, tripDates, "seat")
+	wantAudited(t, audit, "round 3 of a flow of 2 rounds", map[string]int{"open OK": 1, "seal FLOW_EXHAUSTED": 1}, func() {
+		r, err := present(cs, "book_trip", tripArgs, s2, tripSeat)
+		wantInvalidParams(t, r, err)
+	})
+
+	s1 = firstRound(t, cs, "book_trip", tripArgs)
+	s2 = nextState(t, cs, "book_trip", tripArgs, s1, tripDates, "seat")
+	time.Sleep(1100 * time.Millisecond) // past the deadline of the flow, not of round 2 alone
+	wantAudited(t, audit, "round 2 after the flow's deadline", map[string]int{"open FLOW_EXPIRED": 1}, func() {
+		refusedBeforeUpstream(t, up, "round 2 after the flow's deadline", func() (*mcp.CallToolResult, error) {
+			return present(cs, "book_trip", tripArgs, s2, tripSeat)
+		})
 	})
 }
