@@ -3,8 +3,9 @@
 // request digest computed in process, so that an MCP server protects its
 // requestState in a few lines per handler:
 //
-//	opened, err := sc.Open(ctx, client.OpenRequest{State: state, Principal: who,
-//		Request: client.ToolCall(params.Name, params.Arguments)})
+//	bind := client.ToolCall(params.Name, params.Arguments)
+//	bind.Responded = client.InputKeys(params.InputResponses) // the retry's answers
+//	opened, err := sc.Open(ctx, client.OpenRequest{State: state, Principal: who, Request: bind})
 //	if client.Rejected(err) {
 //		// answer the MCP client with JSON-RPC invalid params (-32602)
 //	}
@@ -15,9 +16,8 @@
 // answered never opens again:
 //
 //	flow := client.FlowRequest{LatestOnly: true, Asked: client.InputKeys(inputRequests)}
-//	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who,
-//		Request: client.ToolCall(params.Name, params.Arguments), Payload: progress,
-//		Flow: flow.After(opened)}) // opened: nil in round 1, else what Open returned
+//	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who, Request: bind,
+//		Payload: progress, Flow: flow.After(opened)}) // opened: nil in round 1
 //
 // It links no MCP SDK and nothing of the service's storage: the adapter for
 // the official MCP Go SDK (bindings from its request types, with the input
