@@ -93,9 +93,9 @@ type Flow struct {
 }
 
 // NewFlow returns round 1 of a new flow with a random id, ending at
-// deadline.
+// deadline, rounded down to the millisecond as a state carries it.
 func NewFlow(deadline time.Time) Flow {
-	f := Flow{Round: 1, Deadline: deadline}
+	f := Flow{Round: 1, Deadline: deadline.Truncate(time.Millisecond)}
 	rand.Read(f.ID[:])
 	return f
 }

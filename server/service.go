@@ -120,7 +120,7 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 func (s *service) flowOf(ctx context.Context, t *tenant, req *sealerv1.FlowRequest, c sealer.Claims) (*sealer.Flow, error) {
 	var f sealer.Flow
 	if prev := req.GetContinues(); prev == "" {
-		f = sealer.NewFlow(c.IssuedAt.Add(t.flowTTL))
+		f = sealer.NewFlow(c.IssuedAt.Add(t.flowTTL).Truncate(time.Millisecond)) // the deadline as sealed
 	} else {
 		want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: s.cfg.Skew, MaxRounds: t.maxRounds}
 		err := s.withRing(ctx, t, prev, func(ring *keys.Ring) (err error) {
@@ -132,6 +132,9 @@ func (s *service) flowOf(ctx context.Context, t *tenant, req *sealerv1.FlowReque
 		}
 	}
 	f.LatestOnly = f.LatestOnly || req.GetLatestOnly()
+	if f.LatestOnly && t.oneTime == oneTimeForbidden {
+		return nil, fmt.Errorf("%w: latest-only flows use the ledger, which is not enabled for this tenant (oneTime: forbidden)", errBadRequest)
+	}
 	if req.Asked != nil {
 		asked, err := sealer.InputsOf(req.Asked.GetKeys())
 		if err != nil {
@@ -164,8 +167,8 @@ func respondedInputs(req *sealerv1.OpenRequest) sealer.Inputs {
 		v, ok := params.GetFields()["inputResponses"]
 		if ok {
 			obj := v.GetStructValue()
-			if obj == nil {
-				return sealer.Inputs{}
+			if obj == nil || len(obj.GetFields()) > sealer.MaxInputKeys {
+				return sealer.Inputs{} // null or not an object: not known; too many: no digest
 			}
 			for name := range obj.GetFields() {
 				names = append(names, name)

@@ -226,6 +226,22 @@ func runAdvance(t *testing.T, newSubject func(t *testing.T) Subject) {
 		}
 	})
 
+	t.Run("R7 a flow entry lives until the latest until it was given", func(t *testing.T) {
+		s := newSubject(t)
+		f := newFlow()
+		long, short := time.Now().Add(time.Minute), time.Now().Add(300*time.Millisecond)
+		if err := s.Ledger.Advance(ctx, "t", f, 1, long); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ledger.Advance(ctx, "t", f, 2, short); err != nil {
+			t.Fatal(err)
+		}
+		s.Expire(t, short)
+		if err := s.Ledger.Advance(ctx, "t", f, 2, until()); !errors.Is(err, ledger.ErrConsumed) {
+			t.Fatalf("round 2 again after the shorter until passed: got %v, want ErrConsumed (the entry lives until the longer)", err)
+		}
+	})
+
 	t.Run("R9 concurrent opens of one flow: exactly one wins per round", func(t *testing.T) {
 		s := newSubject(t)
 		const n = 32

@@ -30,13 +30,18 @@ const (
 	flowPrefix = "sealer:v1:flow:"
 )
 
-// advanceScript records ARGV[1] as the flow's highest round, for ARGV[2]
-// milliseconds, if it is above the round recorded. It returns the round
-// recorded before (0 for none), or -1 when the round is not above it.
+// advanceScript records ARGV[1] as the flow's highest round, for at least
+// ARGV[2] milliseconds (an entry that would live longer keeps its expiry),
+// if it is above the round recorded. It returns the round recorded before
+// (0 for none), or -1 when the round is not above it.
 var advanceScript = goredis.NewScript(`
 local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
 if prev >= tonumber(ARGV[1]) then return -1 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if redis.call('PTTL', KEYS[1]) > tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return prev`)
 
 // retreatScript undoes an advance that the replicas did not acknowledge:
