@@ -88,6 +88,21 @@ start_sealer flows
   -ops flow-off,flow-round1,flow-next,flow-latest,flow-onetime | tee -a "$out/flows.md"
 { echo; echo "load after: $(uptime)"; } | tee -a "$out/flows.md"
 kill "$flows_PID"
+# The same pairs in process, through the gate without the transport
+# (BenchmarkFlows_SealOpen), 5 runs taking turns: the CPU time the process
+# spent per pair, which a busy machine disturbs less than the wall clock.
+step "flows in process: Seal+Open through the gate, CPU time per pair (5 runs taking turns, medians)"
+go test -c -o "$out/bin/server.test" ./server/
+for _ in 1 2 3 4 5; do
+  for b in plain flow_round_1 flow_round_2 latest-only_flow_round_1 one-time; do
+    n=20000x; case $b in latest-only*|one-time) n=400x ;; esac
+    "$out/bin/server.test" -test.run XXX -test.bench "BenchmarkFlows_SealOpen/^$b\$" -test.benchtime "$n"
+  done
+done | grep '^Benchmark' | tee "$out/flows-inprocess.txt"
+awk '/^Benchmark/ { for (i = 2; i < NF; i++) if ($(i+1) == "cpu-ns/op") print $1, $i }' "$out/flows-inprocess.txt" |
+  sort -k1,1 -k2,2n | awk '{ v[$1] = v[$1] " " $2; n[$1]++ }
+    END { for (k in v) { split(v[k], a, " "); printf "%s: median %s cpu-ns/op of %d runs\n", k, a[int((n[k] + 1) / 2)], n[k] } }' |
+  sort | tee -a "$out/flows-inprocess.txt"
 [ "${ONLY:-}" = flows ] && { echo "results in $out"; exit 0; }
 fi
 # --- end of the flows section ----------------------------------------------
