@@ -259,12 +259,15 @@ func parseCall(body []byte) (*call, error) {
 }
 
 // memberNames returns the names of the object o holds as name: none when it
-// is absent or null, an error when it is not one object without repeated
-// names.
+// is absent, nil (not known) when it is null, an error when it is not one
+// object without repeated names.
 func memberNames(o *object, name string) ([]string, error) {
 	v, ok := o.get(name)
-	if !ok || bytes.Equal(v, []byte("null")) {
+	switch {
+	case !ok:
 		return []string{}, nil
+	case bytes.Equal(v, []byte("null")):
+		return nil, nil // as the sealer takes it: a round that asked keys does not open
 	}
 	inner, err := parseObject(v)
 	if err != nil {

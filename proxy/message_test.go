@@ -167,8 +167,8 @@ func FuzzParseCall(f *testing.F) {
 }
 
 // A call carrying a state is bound with the keys of its inputResponses as
-// received, case kept; absent, null or empty, with none (known); without a
-// state, with no keys at all.
+// received, case kept; absent or empty, with none; null, not known (as the
+// sealer takes it); without a state, with no keys at all.
 func TestParseCall_R9_RespondedKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name, params string
@@ -177,7 +177,7 @@ func TestParseCall_R9_RespondedKeys(t *testing.T) {
 		{"keys as received", `"requestState":"s","inputResponses":{"seat":{},"Seat":{},"meal":null}`, []string{"seat", "Seat", "meal"}},
 		{"escaped names decoded", `"requestState":"s","inputResponses":{"se\u0061t":{}}`, []string{"seat"}},
 		{"empty", `"requestState":"s","inputResponses":{}`, []string{}},
-		{"null", `"requestState":"s","inputResponses":null`, []string{}},
+		{"null", `"requestState":"s","inputResponses":null`, nil},
 		{"absent", `"requestState":"s"`, []string{}},
 		{"no state", `"inputResponses":{"seat":{}}`, nil},
 	} {

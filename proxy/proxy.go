@@ -373,6 +373,9 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 	if err != nil {
 		return p.failure(x, errInputRequests)
 	}
+	if asked == nil {
+		asked = []string{} // null: the round asks nothing, and that is bound too
+	}
 	sealed, err := p.seal(ctx, x, []byte(state), asked)
 	if errors.Is(err, sealer.ErrFlowExpired) || errors.Is(err, sealer.ErrFlowExhausted) {
 		return p.flowEnded(x, err)

@@ -384,14 +384,16 @@ func TestProxy_R9_ChainsRoundsAsAFlow(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a result without inputRequests asks none", func(t *testing.T) {
-		up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"plain"}}`)
-		fs := &fakeSealer{}
-		post(newProxy(t, up, fs, nil), first, "Authorization", "Bearer tok")
-		if len(fs.flows) != 1 || fs.flows[0] == nil || fs.flows[0].Asked == nil || len(fs.flows[0].Asked) != 0 {
-			t.Errorf("sealed with %+v, want a flow asking no keys", fs.flows)
-		}
-	})
+	for _, result := range []string{`{"requestState":"plain"}`, `{"inputRequests":null,"requestState":"plain"}`, `{"inputRequests":{},"requestState":"plain"}`} {
+		t.Run("a result asking nothing binds that: "+result, func(t *testing.T) {
+			up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":`+result+`}`)
+			fs := &fakeSealer{}
+			post(newProxy(t, up, fs, nil), first, "Authorization", "Bearer tok")
+			if len(fs.flows) != 1 || fs.flows[0] == nil || fs.flows[0].Asked == nil || len(fs.flows[0].Asked) != 0 {
+				t.Errorf("sealed with %+v, want a flow asking no keys", fs.flows)
+			}
+		})
+	}
 }
 
 // A flow that cannot go on (its deadline passed, its rounds used) answers
