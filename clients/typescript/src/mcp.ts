@@ -68,6 +68,8 @@ export interface SealedRequestStateOptions {
    * can neither rewind the request nor fork it by retrying one round twice
    * (ALREADY_CONSUMED). It costs one ledger call per open, as oneTime does.
    * Sticky: once a round has it, the sealer keeps it for the later ones.
+   * A tenant with oneTime: forbidden has no ledger and refuses latest-only
+   * seals (INVALID_ARGUMENT): set false for it.
    */
   latestOnly?: boolean;
   /**
