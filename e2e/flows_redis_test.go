@@ -14,9 +14,9 @@ import (
 )
 
 // flowsACL is the Cluster ACL of the Redis HA tests with what latest-only
-// flows add: the ledger's script (EVALSHA, EVAL) and the commands it runs
-// (GET, SET, DEL) on the flows' keys.
-var flowsACL = append(clusterACL[:len(clusterACL):len(clusterACL)], "~sealer:v1:flow:*", "+evalsha", "+eval", "+get")
+// flows add: the ledger's scripts (EVALSHA, EVAL) and the commands they run
+// (GET, PTTL, SET, DEL) on the flows' keys.
+var flowsACL = append(clusterACL[:len(clusterACL):len(clusterACL)], "~sealer:v1:flow:*", "+evalsha", "+eval", "+get", "+pttl")
 
 // flowKey is the Redis key of a flow's highest opened round (ledger/redis).
 func flowKey(t *testing.T, tenant, id string) string {
@@ -220,7 +220,7 @@ func flowsFailover(t *testing.T, replicas int, cut bool) {
 		n, err := victim.Client(t).Exists(ctx, flowKey(t, "default", f.id)).Result()
 		cancel()
 		if err != nil || n != 1 {
-			t.Fatalf("flow %s: its key is not on the master to be killed (%d, %v): the test would prove nothing", f.id, n, err)
+			t.Fatalf("flow %s: its key is not on the master to be killed (%d, %v; the opens: %v): the test would prove nothing", f.id, n, err, w.phases["1 before the failover"])
 		}
 	}
 

@@ -65,13 +65,8 @@ func flowOf(t *testing.T, resp map[string]any) flowInfo {
 
 // same reports whether f and g are the same round of the same flow.
 func (f flowInfo) same(g flowInfo) bool {
-	return f.id == g.id && f.round == g.round && sameMilli(f.deadline, g.deadline) && f.latestOnly == g.latestOnly
+	return f.id == g.id && f.round == g.round && f.deadline.Equal(g.deadline) && f.latestOnly == g.latestOnly
 }
-
-// sameMilli compares deadlines to the millisecond, as states carry them
-// (FORMAT.md, "Flows"): round 1's Seal response gives the deadline to the
-// nanosecond, every later response as the state holds it.
-func sameMilli(a, b time.Time) bool { return a.UnixMilli() == b.UnixMilli() }
 
 // flowJSON is a SealRequest.flow: round 1 of a new flow when continues is
 // empty; asked nil leaves the round's input keys unbound.
@@ -305,7 +300,7 @@ func flowsRewind(t *testing.T, s mcpServer) {
 		}
 		// latest_only false on a continuation: sticky, still on.
 		s2, f2 := s.mustSeal(t, flowJSON(s1, false, "otp"))
-		if f2.id != f1.id || f2.round != 2 || !sameMilli(f2.deadline, f1.deadline) || !f2.latestOnly {
+		if f2.id != f1.id || f2.round != 2 || !f2.deadline.Equal(f1.deadline) || !f2.latestOnly {
 			t.Fatalf("round 2: flow %+v, want the id, deadline and latest-only of round 1 %+v, round 2", f2, f1)
 		}
 		if _, r := s.open(t, s1, "github_login"); r != "ALREADY_CONSUMED" {
@@ -482,15 +477,15 @@ func flowsStretch(t *testing.T, s mcpServer) {
 			next, nf, r := s.seal(t, flowJSON(opened, true, "otp"), `,"ttl":"3600s"`)
 			log = append(log, attempt{at, "seal next round", r})
 			if r == "OK" {
-				if !sameMilli(nf.deadline, f.deadline) || nf.expiresAt.After(f.deadline) {
+				if !nf.deadline.Equal(f.deadline) || nf.expiresAt.After(f.deadline) {
 					t.Errorf("round %d: deadline %v, expires %v; want the flow's deadline %v and no later", nf.round, nf.deadline, nf.expiresAt, f.deadline)
 				}
 				state, keys = next, []string{"otp"}
 			}
 		}
 		// Both clocks are this machine's: a call sent from the millisecond
-		// after the deadline's reached the sealer past the deadline.
-		past := time.UnixMilli(f.deadline.UnixMilli() + 1)
+		// after the deadline (whole milliseconds) reached the sealer past it.
+		past := f.deadline.Add(time.Millisecond)
 		before, after := map[string]int{}, map[string]int{}
 		for _, a := range log {
 			if !a.at.Before(past) {

@@ -112,7 +112,7 @@ func TestFlows_R9_RoundsUpToMaxRounds(t *testing.T) {
 	for round := uint32(1); ; round++ {
 		f := sealed.GetFlow()
 		if f.GetRound() != round || !bytes.Equal(f.GetId(), first.Flow.Id) || !f.GetLatestOnly() ||
-			f.GetDeadline().AsTime().UnixMilli() != first.Flow.Deadline.AsTime().UnixMilli() {
+			!f.GetDeadline().AsTime().Equal(first.Flow.Deadline.AsTime()) {
 			t.Fatalf("round %d: flow %v, want round %d of %v", round, f, round, first.Flow)
 		}
 		if sealed.ExpiresAt.AsTime().After(f.Deadline.AsTime()) {
