@@ -35,7 +35,7 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 	defer l.Close()
 	fmt.Println("| live states | consumes/s | consume p50 | consume p99 | errors | used_memory per state | MEMORY USAGE of a key | states per GiB | preload took |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	loaded := 0
+	loaded, preloadRate := 0, 0.0
 	for _, n := range levels {
 		if err := rc.FlushAll(ctx).Err(); err != nil {
 			return err
@@ -65,10 +65,18 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 		fmt.Printf("| %d | %.0f | %s | %s | %d | %s | %s | %s | %v |\n", n, float64(len(lat))/d.Seconds(), micro(quantile(lat, 0.5)),
 			micro(quantile(lat, 0.99)), failed, perState, usage, perGiB, took.Round(time.Second))
 		loaded = n
+		if n > 0 {
+			preloadRate = float64(n) / took.Seconds()
+		}
 	}
 	// Expiry: expiring states that all expire at one instant, on top of the
 	// largest level; consumes measured before, then while Redis deletes them.
-	expireAt := time.Now().Add(10*time.Second + time.Duration(expiring)*10*time.Microsecond)
+	// They expire after the preload (timed at the rate of the last one) and
+	// the measurement before the expiry.
+	if preloadRate == 0 {
+		preloadRate = 50000
+	}
+	expireAt := time.Now().Add(time.Duration(1.5*float64(expiring)/preloadRate*float64(time.Second)) + d + 5*time.Second)
 	if _, err := preloadRedis(ctx, rc, expiring, expireAt); err != nil {
 		return err
 	}
