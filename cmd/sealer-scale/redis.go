@@ -76,7 +76,7 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 	if preloadRate == 0 {
 		preloadRate = 50000
 	}
-	expireAt := time.Now().Add(time.Duration(1.5*float64(expiring)/preloadRate*float64(time.Second)) + d + 5*time.Second)
+	expireAt := time.Now().Add(time.Duration(3*float64(expiring)/preloadRate*float64(time.Second)) + d + 5*time.Second)
 	if _, err := preloadRedis(ctx, rc, expiring, expireAt); err != nil {
 		return err
 	}
