@@ -224,9 +224,14 @@ pids+=("$!")
 "$out/bin/sealer-proxy" --addr "$PROXY_ADDR" --admin-addr "" --upstream "http://$NAIVE_ADDR/mcp" --sealer "$plain_GRPC" \
   --principal anonymous --log-level warn 2>"$out/proxy.log" &
 pids+=("$!")
-until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp"; do sleep 0.1; done
-"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -c 1,16 -d 8s -warmup 2s -repeat 3 \
-  -ops mcp-mrtr,mcp-mrtr@direct | tee "$out/proxy.md"
+# The floor of a proxy: httputil.ReverseProxy in front of the same server.
+FLOORPROXY_ADDR=127.0.0.1:$(free_port)
+go build -o "$out/bin/" ./cmd/sealer-floorproxy
+"$out/bin/sealer-floorproxy" -addr "$FLOORPROXY_ADDR" -upstream "http://$NAIVE_ADDR" 2>"$out/floorproxy.log" &
+pids+=("$!")
+until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp" && grep -q listening "$out/floorproxy.log"; do sleep 0.1; done
+"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -mcp-floor-url "http://$FLOORPROXY_ADDR/mcp" \
+  -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee "$out/proxy.md"
 [ "${ONLY:-}" = proxy ] && { echo "results in $out"; exit 0; }
 
 step "the same over TLS with a bearer token"
