@@ -8,6 +8,8 @@
 #   SOAK=60s scripts/bench.sh   a shorter soak
 #   ONLY=side-by-side scripts/bench.sh   sections 0 and 1 alone (about 14 minutes)
 #   SKIP=side-by-side scripts/bench.sh   all but sections 0 and 1
+#   ONLY=scale scripts/bench.sh   the scale curves alone (tenants, ledger
+#                                 states, key versions, payload)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -57,6 +59,92 @@ start_sealer() {
 }
 
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+
+# --- Scale: how cost grows with tenants, ledger states, key versions, payload
+# ONLY=scale scripts/bench.sh runs this section alone. SCALE_STATES sets the
+# ledger levels (default 0,1000000,10000000; the ledgers are filled by a bulk
+# loader, see cmd/sealer-scale), SCALE_TENANTS the tenant levels.
+if [ "${SKIP:-}" != scale ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = scale ]; }; then
+go build -o "$out/bin/" ./cmd/sealer-scale
+scale="$out/bin/sealer-scale"
+echo "uptime at the start: $(uptime)" | tee "$out/scale.md"
+
+step "scale: payload 0 to 1 MiB in process, beside raw XChaCha20-Poly1305"
+"$scale" payload -d 300ms | tee -a "$out/scale.md"
+
+step "scale: key versions 1 to 1,000 in the ring"
+"$scale" ring -versions 1,10,100,1000 -d 300ms | tee -a "$out/scale.md"
+
+step "scale: tenants 1 to 100,000 (half bearer token, half certificate SAN)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$out/scale-key.pem" -out "$out/scale.pem" 2>/dev/null
+# write_tenants N FILE: tenant t0 holds the load's token; even tenants a
+# token each, odd ones a certificate DNS SAN.
+write_tenants() {
+  awk -v n="$1" -v tok="$(printf %s scale-token | sha256sum | cut -d' ' -f1)" 'BEGIN {
+    print "tenants:"
+    for (i = 0; i < n; i++) {
+      if (i % 2 == 0) { h = tok; if (i > 0) { h = sprintf("%064x", i) }; printf "  t%d:\n    tokens: [\"sha256:%s\"]\n", i, h }
+      else printf "  t%d:\n    mtls: {dns: [\"t%d.tenants.example\"]}\n", i, i
+    }
+  }' >"$2"
+}
+echo "| tenants | Seal+Open pairs/s (16 callers) | share of 1 tenant | p99 | RSS | RSS per tenant over 1 | start to listening |" | tee "$out/scale-tenants.md"
+echo "|---|---|---|---|---|---|---|" | tee -a "$out/scale-tenants.md"
+one_rate="" one_rss=""
+for n in ${SCALE_TENANTS:-1 1000 100000}; do
+  write_tenants "$n" "$out/tenants-$n.yaml"
+  t0=$(date +%s%N)
+  start_sealer "scale$n" --tls-cert "$out/scale.pem" --tls-key "$out/scale-key.pem" --tls-client-ca "$out/scale.pem" \
+    --tenants "$out/tenants-$n.yaml"
+  v="scale${n}_GRPC"; h="scale${n}_HTTP"; p="scale${n}_PID"
+  started_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  row=$("$load" -targets "${!v}" -tls-ca "$out/scale.pem" -token scale-token -c 16 -d 8s -warmup 2s -repeat 3 -ops seal-open | grep '^| Seal')
+  rate=$(awk -F'|' '{ gsub(/ /, "", $4); print $4 }' <<<"$row")
+  p99=$(awk -F'|' '{ gsub(/ /, "", $6); print $6 }' <<<"$row")
+  rss=$(curl -sk "https://${!h}/metrics" | awk '$1 == "process_resident_memory_bytes" { printf "%.0f", $2 }')
+  [ -z "$one_rate" ] && one_rate=$rate one_rss=$rss
+  per=$(awk -v r="$rss" -v o="$one_rss" -v n="$n" 'BEGIN { if (n > 1) printf "%.0f B", (r - o) / (n - 1); else print "-" }')
+  echo "| $n | $rate | $(( 100 * rate / one_rate ))% | $p99 | $(( rss / 1048576 )) MiB | $per | ${started_ms} ms |" | tee -a "$out/scale-tenants.md"
+  last_pid=${!p} last_grpc=${!v} last_http=${!h}
+done
+step "scale: SIGHUP reload of the largest tenants file every 5 s under load (16 callers, 30 s)"
+( sleep 7; for _ in 1 2 3 4 5; do kill -HUP "$last_pid"; sleep 5; done ) &
+"$load" -targets "$last_grpc" -tls-ca "$out/scale.pem" -token scale-token -c 16 -d 30s -warmup 2s -ops seal-open \
+  -timeline "$out/scale-reload.csv" | tee "$out/scale-reload.md"
+wait $!
+echo "reloads: $(curl -sk "https://$last_http/metrics" | grep '^sealer_reloads_total{result=.*tenants')" | tee -a "$out/scale-reload.md"
+grep '"tenants reloaded"' "$out/scale${n}.log" | tail -n 1 >>"$out/scale-reload.md" || true
+kill "$last_pid" ${scale1_PID:-} ${scale1000_PID:-} 2>/dev/null || true
+cat "$out/scale-tenants.md" "$out/scale-reload.md" >>"$out/scale.md"
+
+step "scale: the embedded ledger, live states ${SCALE_STATES:-0,1000000,10000000}"
+"$scale" bolt -dir "$out" -states "${SCALE_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -d 5s | tee -a "$out/scale.md"
+
+step "scale: the Redis ledger (AOF, fsync always), live states ${SCALE_STATES:-0,1000000,10000000}"
+SCALE_REDIS_PORT=$(free_port)
+redis-server --bind 127.0.0.1 --port "$SCALE_REDIS_PORT" --dir "$out" --save "" --appendonly yes --appendfsync always \
+  --appendfilename scale.aof --daemonize no --logfile "$out/scale-redis.log" &
+pids+=("$!")
+until redis-cli -p "$SCALE_REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.1; done
+"$scale" redis -addr "127.0.0.1:$SCALE_REDIS_PORT" -states "${SCALE_STATES:-0,1000000,10000000}" -expiring 1000000 -c 16 -d 5s | tee -a "$out/scale.md"
+redis-cli -p "$SCALE_REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+
+step "scale: gRPC Seal+Open at 1 KiB, 16 KiB and 64 KiB beside the echo floor"
+start_sealer scalepayload
+ECHO_GRPC=127.0.0.1:$(free_port) ECHO_HTTP=127.0.0.1:$(free_port)
+"$out/bin/sealer-echo" -grpc-addr "$ECHO_GRPC" -http-addr "$ECHO_HTTP" 2>"$out/scale-echo.log" &
+SCALE_ECHO_PID=$!
+pids+=("$SCALE_ECHO_PID")
+until grep -q listening "$out/scale-echo.log"; do sleep 0.1; done
+for size in 1024 16384 65536; do
+  "$load" -targets "$scalepayload_GRPC" -echo-grpc "$ECHO_GRPC" -server-pid "$scalepayload_PID" -echo-pid "$SCALE_ECHO_PID" \
+    -payload "$size" -c 16 -d 6s -warmup 1s -repeat 3 -ops seal-open,seal-open@echo | tee -a "$out/scale.md"
+done
+kill "$SCALE_ECHO_PID" "$scalepayload_PID"
+echo "uptime at the end: $(uptime)" | tee -a "$out/scale.md"
+[ "${ONLY:-}" = scale ] && { echo "results in $out"; exit 0; }
+fi
 
 # --- The TypeScript client beside the Go client ---------------------------
 # ONLY=typescript scripts/bench.sh runs this section alone (about 3 minutes).
@@ -172,9 +260,14 @@ pids+=("$!")
 "$out/bin/sealer-proxy" --addr "$PROXY_ADDR" --admin-addr "" --upstream "http://$NAIVE_ADDR/mcp" --sealer "$plain_GRPC" \
   --principal anonymous --log-level warn 2>"$out/proxy.log" &
 pids+=("$!")
-until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp"; do sleep 0.1; done
-"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -c 1,16 -d 8s -warmup 2s -repeat 3 \
-  -ops mcp-mrtr,mcp-mrtr@direct | tee "$out/proxy.md"
+# The floor of a proxy: httputil.ReverseProxy in front of the same server.
+FLOORPROXY_ADDR=127.0.0.1:$(free_port)
+go build -o "$out/bin/" ./cmd/sealer-floorproxy
+"$out/bin/sealer-floorproxy" -addr "$FLOORPROXY_ADDR" -upstream "http://$NAIVE_ADDR" 2>"$out/floorproxy.log" &
+pids+=("$!")
+until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp" && grep -q listening "$out/floorproxy.log"; do sleep 0.1; done
+"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -mcp-floor-url "http://$FLOORPROXY_ADDR/mcp" \
+  -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee "$out/proxy.md"
 [ "${ONLY:-}" = proxy ] && { echo "results in $out"; exit 0; }
 
 step "the same over TLS with a bearer token"

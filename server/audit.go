@@ -1,17 +1,14 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -22,17 +19,15 @@ import (
 // tenant, a hash of the principal, the state's public header (id and key
 // version) and the outcome reason. Never the principal, the state or the
 // payload. Events go to the service log, or to a JSON-lines file of their
-// own (--audit-log).
+// own (--audit-log), written by a goroutine of its own (auditwriter.go).
 type auditor struct {
 	log  *slog.Logger // the service log, when there is no file
-	file *flushWriter // the audit file, else nil
-	bufs sync.Pool    // *[]byte line buffers for the file
+	file *auditWriter // the audit file's writer, else nil
 	stop func() error
 }
 
 // openAudit returns the auditor: the service log, or a JSON-lines file
-// written through a buffer flushed every 200 ms and on Close, so that an
-// event costs no write of its own. A crash loses at most the last 200 ms.
+// written by an auditWriter.
 func openAudit(path string, log *slog.Logger) (*auditor, error) {
 	if path == "" {
 		return &auditor{log: log, stop: func() error { return nil }}, nil
@@ -41,33 +36,18 @@ func openAudit(path string, log *slog.Logger) (*auditor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %v", err)
 	}
-	w := &flushWriter{bw: bufio.NewWriterSize(f, 64<<10)}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				w.Flush()
-			}
-		}
-	}()
-	return &auditor{file: w, stop: func() error {
-		close(done)
-		<-stopped
-		return errors.Join(w.Flush(), f.Close())
-	}}, nil
+	w := newAuditWriter(f, auditQueue)
+	stop := w.start(auditDrainEvery, auditFlushEvery)
+	return &auditor{file: w, stop: func() error { return errors.Join(stop(), f.Close()) }}, nil
 }
 
-// Close flushes and closes the audit file.
+// Close writes what is queued, flushes and closes the audit file.
 func (a *auditor) Close() error { return a.stop() }
 
-// record writes the event of one call.
+// record takes the event of one call. On the call's path it reads only what
+// the event must not keep a reference to (the state's public header: the
+// state may be 87 KB); the principal's hash and the line are made by the
+// file's writer, off the path.
 func (a *auditor) record(ctx context.Context, t *tenant, method string, req, resp any, reason string) {
 	if a == nil || a.file == nil && !a.log.Enabled(ctx, slog.LevelInfo) {
 		return
@@ -84,56 +64,51 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 	default:
 		return
 	}
-	e := auditEvent{time: time.Now(), method: method, tenant: t.name, principalHash: principalHash(t.name, principal), reason: reason}
+	e := auditEvent{time: time.Now(), method: method, tenant: t.name, principal: principal, reason: reason}
 	if h, err := sealer.Inspect(state); err == nil {
-		e.stateID, e.keyVersion, e.withState = h.ID.String(), h.KeyVersion, true
+		e.stateID, e.keyVersion, e.withState = h.ID, h.KeyVersion, true
 	}
 	if a.file != nil {
-		a.writeLine(e)
+		a.file.add(e)
 		return
 	}
 	a.logEvent(ctx, e)
 }
 
+// auditEvent is one event as the call leaves it: the principal is hashed
+// only when the event is written.
 type auditEvent struct {
-	time                                  time.Time
-	method, tenant, principalHash, reason string
-	stateID                               string
-	keyVersion                            uint32
-	withState                             bool
+	time                              time.Time
+	method, tenant, principal, reason string
+	stateID                           sealer.StateID
+	keyVersion                        uint32
+	withState                         bool
 }
 
-// writeLine appends the event to the file as one JSON object, in the form
-// slog's JSON handler gives it. Every value is JSON-safe by construction
-// (registered method names, tenant names of a-z 0-9 . _ -, hex, reasons of
-// A-Z and _), so none needs escaping; a JSON encoder per event was a
-// twentieth of the sealer's CPU under load.
-func (a *auditor) writeLine(e auditEvent) {
-	bp, _ := a.bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	b := append((*bp)[:0], `{"time":"`...)
+// appendLine appends the event as one JSON object, in the form slog's JSON
+// handler gives it. Every value is JSON-safe by construction (registered
+// method names, tenant names of a-z 0-9 . _ -, hex, reasons of A-Z and _),
+// so none needs escaping; a JSON encoder per event was a twentieth of the
+// sealer's CPU under load.
+func (e *auditEvent) appendLine(b []byte) []byte {
+	b = append(b, `{"time":"`...)
 	b = e.time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"audit","method":"`...)
 	b = append(b, e.method...)
 	b = append(b, `","tenant":"`...)
 	b = append(b, e.tenant...)
 	b = append(b, `","principal_hash":"`...)
-	b = append(b, e.principalHash...)
+	b = appendPrincipalHash(b, e.tenant, e.principal)
 	b = append(b, `","reason":"`...)
 	b = append(b, e.reason...)
 	b = append(b, '"')
 	if e.withState {
 		b = append(b, `,"state_id":"`...)
-		b = append(b, e.stateID...)
+		b = hex.AppendEncode(b, e.stateID[:])
 		b = append(b, `","key_version":`...)
 		b = strconv.AppendUint(b, uint64(e.keyVersion), 10)
 	}
-	b = append(b, "}\n"...)
-	a.file.Write(b)
-	*bp = b
-	a.bufs.Put(bp)
+	return append(b, "}\n"...)
 }
 
 // logEvent writes the event to the service log.
@@ -141,11 +116,11 @@ func (a *auditor) logEvent(ctx context.Context, e auditEvent) {
 	// Typed attributes: an event per call must not box its values.
 	attrs := [6]slog.Attr{
 		slog.String("method", e.method), slog.String("tenant", e.tenant),
-		slog.String("principal_hash", e.principalHash), slog.String("reason", e.reason),
+		slog.String("principal_hash", principalHash(e.tenant, e.principal)), slog.String("reason", e.reason),
 	}
 	n := 4
 	if e.withState {
-		attrs[4], attrs[5] = slog.String("state_id", e.stateID), slog.Uint64("key_version", uint64(e.keyVersion))
+		attrs[4], attrs[5] = slog.String("state_id", e.stateID.String()), slog.Uint64("key_version", uint64(e.keyVersion))
 		n = 6
 	}
 	// A record made here carries no caller PC: slog would walk the stack for
@@ -156,34 +131,25 @@ func (a *auditor) logEvent(ctx context.Context, e auditEvent) {
 }
 
 // principalHash identifies a principal in the audit log without naming it:
-// the first 16 bytes of SHA-256 over a label, the tenant and the principal.
+// the first 16 bytes of SHA-256 over a label, the tenant and the principal,
+// in hex; "" for no principal.
 func principalHash(tenant, principal string) string {
+	return string(appendPrincipalHash(nil, tenant, principal))
+}
+
+// appendPrincipalHash appends principalHash(tenant, principal) to b,
+// without allocating for principals of up to about 160 bytes.
+func appendPrincipalHash(b []byte, tenant, principal string) []byte {
 	if principal == "" {
-		return ""
+		return b
 	}
-	h := sha256.New()
-	io.WriteString(h, "mcp-sealer/v1 audit principal\x00")
-	io.WriteString(h, tenant)
-	h.Write([]byte{0})
-	io.WriteString(h, principal)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+	var buf [256]byte
+	in := append(buf[:0], principalHashLabel...)
+	in = append(in, tenant...)
+	in = append(in, 0)
+	in = append(in, principal...)
+	sum := sha256.Sum256(in)
+	return hex.AppendEncode(b, sum[:16])
 }
 
-// flushWriter is a buffered writer safe for a writer and a flusher at once.
-type flushWriter struct {
-	mu sync.Mutex
-	bw *bufio.Writer
-}
-
-func (w *flushWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.bw.Write(p)
-}
-
-func (w *flushWriter) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.bw.Flush()
-}
+const principalHashLabel = "mcp-sealer/v1 audit principal\x00"

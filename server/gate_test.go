@@ -157,12 +157,12 @@ func TestCertTenant(t *testing.T) {
 func tenantsService(t *testing.T, l consumer) (*service, *syncBuffer) {
 	t.Helper()
 	s := testService(t, l)
-	ts := &tenants{all: map[string]*tenant{}}
+	ts := &tenants{all: map[string]*tenant{}, tokens: map[[sha256.Size]byte]*tenant{}}
 	for _, name := range []string{"a", "b"} {
 		tn := &tenant{name: name, defaultTTL: time.Minute, maxTTL: time.Hour, maxPayload: sealer.MaxPayload, oneTime: oneTimeAllowed}
 		tn.limiter = newLimiter(tn)
 		ts.all[name] = tn
-		ts.tokens = append(ts.tokens, tokenHash{sum: sha256Sum("token-" + name), tenant: tn})
+		ts.tokens[sha256Sum("token-"+name)] = tn
 	}
 	s.auth.tenants.Store(ts)
 	audit := &syncBuffer{}

@@ -106,6 +106,9 @@ func (s *Server) openParts(ctx context.Context) error {
 	if s.audit, err = openAudit(s.cfg.AuditLog, s.log); err != nil {
 		return err
 	}
+	if s.audit.file != nil {
+		s.audit.file.register(m)
+	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: time.Now, log: s.log,
 		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
 	if s.cfg.MaxInFlight > 0 {

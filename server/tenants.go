@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,7 +26,7 @@ const (
 
 // tenantsFile is the YAML tenants file (README, "Tenants").
 type tenantsFile struct {
-	Tenants map[string]tenantJSON `yaml:"tenants"`
+	Tenants tenantMap `yaml:"tenants"`
 }
 
 type tenantJSON struct {
@@ -67,15 +66,11 @@ type tenant struct {
 // tenants is an immutable tenant configuration, swapped whole on reload.
 type tenants struct {
 	byURI, byDNS map[string]*tenant
-	tokens       []tokenHash
-	all          map[string]*tenant
+	// tokens maps the SHA-256 of each bearer token to its tenant.
+	tokens map[[sha256.Size]byte]*tenant
+	all    map[string]*tenant
 	// implicit is the one tenant of a sealer without a tenants file.
 	implicit *tenant
-}
-
-type tokenHash struct {
-	sum    [sha256.Size]byte
-	tenant *tenant
 }
 
 var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -102,7 +97,7 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("tenants %s: %v", path, err)
 	}
-	ts := &tenants{byURI: map[string]*tenant{}, byDNS: map[string]*tenant{}, all: map[string]*tenant{}}
+	ts := &tenants{byURI: map[string]*tenant{}, byDNS: map[string]*tenant{}, tokens: map[[sha256.Size]byte]*tenant{}, all: map[string]*tenant{}}
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if len(f.Tenants) == 0 {
@@ -183,7 +178,7 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 				bad("tenant %s: token %d is also %s's", name, i+1, prev)
 			}
 			seenToken[sum] = name
-			ts.tokens = append(ts.tokens, tokenHash{sum: sum, tenant: t})
+			ts.tokens[sum] = t
 		}
 		t.limiter = newLimiter(t)
 		ts.all[name] = t
@@ -194,15 +189,11 @@ func loadTenants(path string, cfg Config, clientCA bool) (*tenants, error) {
 	return ts, nil
 }
 
-// byToken returns the tenant of a bearer token, comparing its hash with every
-// configured hash in constant time.
+// byToken returns the tenant of a bearer token, looked up by the token's
+// SHA-256: the same time for 1 or 100,000 tenants. (It was a constant-time
+// comparison with every configured hash, 5 ms a call at 100,000 tenants.)
+// The lookup's timing depends on the hash only, never on the token's bytes
+// directly: learning a stored hash from it would still need a preimage.
 func (ts *tenants) byToken(token string) *tenant {
-	sum := sha256.Sum256([]byte(token))
-	var found *tenant
-	for _, th := range ts.tokens {
-		if subtle.ConstantTimeCompare(sum[:], th.sum[:]) == 1 {
-			found = th.tenant
-		}
-	}
-	return found
+	return ts.tokens[sha256.Sum256([]byte(token))]
 }

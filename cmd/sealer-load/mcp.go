@@ -19,7 +19,11 @@ import (
 //
 //	mcp-mrtr         through sealer-proxy (-mcp-url): one Seal and one Open
 //	mcp-mrtr@direct  to the MCP server itself (-mcp-direct-url): the floor
+//	mcp-mrtr@floor   through a plain httputil.ReverseProxy in front of the
+//	                 same server (-mcp-floor-url, cmd/sealer-floorproxy):
+//	                 the floor of a proxy
 var (
+	mcpFloorURL  = flag.String("mcp-floor-url", "http://127.0.0.1:8081/mcp", "mcp-mrtr@floor: a plain reverse proxy in front of the MCP server")
 	mcpURL       = flag.String("mcp-url", "http://127.0.0.1:8080/mcp", "mcp-mrtr: the MCP endpoint of sealer-proxy")
 	mcpDirectURL = flag.String("mcp-direct-url", "http://127.0.0.1:3001/mcp", "mcp-mrtr@direct: the MCP endpoint of the server behind it")
 )
@@ -31,6 +35,8 @@ func mcpOp(name string) (op, string, bool) {
 		return mcpRoundTrip(*mcpURL), "MCP round trip (2 calls) through sealer-proxy", true
 	case "mcp-mrtr@direct":
 		return mcpRoundTrip(*mcpDirectURL), "floor: MCP round trip (2 calls) direct to the server", true
+	case "mcp-mrtr@floor":
+		return mcpRoundTrip(*mcpFloorURL), "floor: MCP round trip (2 calls) through httputil.ReverseProxy", true
 	}
 	return nil, "", false
 }

@@ -28,8 +28,16 @@ type entries struct{ byKey, byExpiry []byte }
 
 var kinds = []entries{{idsBucket, expiryBucket}, {flowsBucket, flowExpiryBucket}}
 
-// sweepBatch bounds how many entries one sweep transaction deletes.
-const sweepBatch = 10000
+// sweepBatch bounds how many entries one sweep transaction deletes, and
+// sweepPause is the pause between two of them, in which the consumes that
+// waited for the file's one writer commit: a sweep of a million entries
+// then never holds consumes for longer than one small transaction (at
+// 10,000 a transaction without a pause, consumes waited 21 times their
+// idle p99 during such a sweep; BENCHMARKS.md, "Scale").
+const (
+	sweepBatch = 1000
+	sweepPause = 2 * time.Millisecond
+)
 
 // Ledger is the embedded ledger: a bbolt file on local disk. Each consume is
 // committed (fsync) before it returns, so a consumed state stays consumed
@@ -187,6 +195,7 @@ func (b *Ledger) sweep(kind entries, now time.Time) (int, error) {
 		if n < sweepBatch {
 			return total, nil
 		}
+		time.Sleep(sweepPause)
 	}
 }
 

@@ -92,3 +92,20 @@ func TestBolt_SecondProcessIsRefused(t *testing.T) {
 		t.Fatal("opened a ledger file held by another handle")
 	}
 }
+
+func TestBolt_PreloadedStatesAreConsumed(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
+	ids := []sealer.StateID{{1}, {2}, {3}}
+	now := time.Now()
+	if err := b.Preload("t", ids, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := b.Consume(context.Background(), "t", id, now.Add(time.Minute)); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("preloaded %x: got %v, want ErrConsumed", id[:1], err)
+		}
+	}
+	if n, err := b.Sweep(now.Add(2 * time.Minute)); err != nil || n != 3 {
+		t.Errorf("swept %d, %v; want 3", n, err)
+	}
+}
