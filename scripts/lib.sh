@@ -3,7 +3,59 @@
 
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
-step() { printf '\n== %s\n' "$*"; }
+# step starts a step of the output and ends the one before it, keeping its
+# wall and CPU time for step_table. The CPU time is what the script's own
+# processes spent in the step (the background tool builds apart).
+step_names=() step_walls=() step_cpus=()
+step_name="" step_t0=0 step_c0=0
+step() {
+  step_end
+  step_name=$*
+  step_t0=$(now_cs) step_c0=$(cpu_cs)
+  printf '\n== %s\n' "$*"
+}
+
+# step_end ends the current step, if any, and prints its time.
+step_end() {
+  [ -n "$step_name" ] || return 0
+  local wall=$(( $(now_cs) - step_t0 )) cpu=$(( $(cpu_cs) - step_c0 - bg_cpu_reaped ))
+  bg_cpu_reaped=0
+  step_names+=("$step_name") step_walls+=("$wall") step_cpus+=("$cpu")
+  printf -- '-- %s wall, %s CPU\n' "$(fmt_cs "$wall")" "$(fmt_cs "$cpu")"
+  step_name=""
+}
+
+# step_table prints every step's wall and CPU time, then the background
+# builds' (lib.sh, start_tool) and the total.
+step_table() {
+  step_end
+  local i total=0 name
+  printf '\n== step times (wall, CPU of the step'"'"'s own processes)\n'
+  printf '%8s %8s  %s\n' wall CPU step
+  for i in "${!step_names[@]}"; do
+    name=${step_names[$i]}
+    [ ${#name} -le 90 ] || name="${name:0:87}..."
+    printf '%8s %8s  %s\n' "$(fmt_cs "${step_walls[$i]}")" "$(fmt_cs "${step_cpus[$i]}")" "$name"
+  done
+  bg_table
+  printf '%8s %8s  %s\n' "$(fmt_cs $(( $(now_cs) - script_t0 )))" "$(fmt_cs "$(cpu_cs)")" "total (CPU: all processes of the run, background builds included)"
+}
+
+# now_cs is the time in centiseconds; cpu_cs the CPU time in centiseconds
+# of this script and of the processes it has waited for (Linux /proc).
+now_cs() { local t=${EPOCHREALTIME/./}; echo $(( ${t:0:-4} )); }
+clk_tck=$(getconf CLK_TCK)
+cpu_cs() {
+  local stat f
+  read -r stat </proc/$$/stat
+  read -r -a f <<<"${stat##*) }"
+  echo $(( (f[11] + f[12] + f[13] + f[14]) * 100 / clk_tck ))
+}
+# fmt_cs prints centiseconds as minutes and seconds: 3m07s.
+fmt_cs() { printf '%dm%02ds' $(( $1 / 6000 )) $(( $1 / 100 % 60 )); }
+script_t0=$(now_cs)
+bg_cpu_reaped=0
+bg_table() { :; }
 
 # apt_install installs Debian packages when a command is missing. It needs
 # root (as CI and the developer machines run); elsewhere it says what to do.

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+trap step_table EXIT
 
 step "redis-server (Debian package) for the ledger and fleet tests"
 apt_install redis-server redis-server
