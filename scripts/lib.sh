@@ -3,7 +3,7 @@
 
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
-step() { printf '\n== %s\n' "$*"; }
+source scripts/steps.sh
 
 # apt_install installs Debian packages when a command is missing. It needs
 # root (as CI and the developer machines run); elsewhere it says what to do.
@@ -25,27 +25,80 @@ apt_install() {
 # tools_cache is where the tools built from Go modules are kept.
 tools_cache="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
 
-# go_build_once OUT DIR PKG [LDFLAGS] builds the package PKG of the Go module
-# in DIR, static and stripped, into OUT, unless OUT is there already: OUT's
-# name carries the hash of what it is built from, so a changed lock file
-# builds anew. WHAT says what is built, and how long it takes the first time.
+# Go modules: the service (root), the MCP Go SDK adapter, the examples and
+# the end-to-end tests, each with its own go.mod so that the service and its
+# client pull no MCP SDK; and the tools, each pinned in a module of its own.
+modules=(. client/gosdk examples e2e)
+tool_modules=(tools tools/vault tools/otelcol tools/promtool tools/helm)
+
+# download_modules fetches, in one batch, every module whose content a
+# go.sum of the repository pins (its lines without /go.mod), and the
+# Kubernetes API schemas' module (ensure_kube_schemas). The downloads wait on
+# the network, not on the cores, so more of them run at once than the
+# GOMAXPROCS of 2 cores allows. The batch runs outside any module, so the
+# checksum database is not asked: every build and test then checks each
+# module it uses against its own go.sum, and ensure_kube_schemas its module
+# against its pinned hash.
+download_modules() {
+  local m all=()
+  for m in "${modules[@]}" "${tool_modules[@]}"; do
+    all+=($(awk '$2 !~ /\/go\.mod$/ { print $1 "@" $2 }' "$m/go.sum"))
+  done
+  all+=("k8s.io/kubernetes@v$kube_version")
+  echo "downloading up to $(printf '%s\n' "${all[@]}" | sort -u | wc -l) modules"
+  (cd / && GOFLAGS=-mod=mod GOSUMDB=off GOMAXPROCS=16 go mod download $(printf '%s\n' "${all[@]}" | sort -u))
+}
+
+# go_build_once OUT DIR PKG [LDFLAGS [TAGS]] builds the package PKG of the Go
+# module in DIR into OUT, unless OUT is there already: OUT's name carries the
+# hash of what it is built from, so a changed lock file builds anew. WHAT
+# says what is built. The build is static, stripped (-s -w: less to link)
+# and without inlining (-gcflags=all=-l): the tools serve tests for seconds,
+# and inlining costs about a third of their compile time.
 go_build_once() {
-  local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}"
+  local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$out" ] && return 0
   echo "building ${WHAT:-$pkg} once into $(dirname "$out")"
   mkdir -p "$(dirname "$out")"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags=all=-l -ldflags "$ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
 }
 
-# ensure_vault builds Vault from Go modules (tools/vault) once into the cache
-# directory and exports its path as SEALER_TEST_VAULT.
-ensure_vault() {
+# Each tool built from Go modules has three functions: TOOL_path exports
+# the path of its binary (SEALER_TEST_...), build_TOOL builds it there once,
+# and ensure_TOOL does both, then prints the tool's version. scripts/test.sh
+# runs build_TOOL in the background (start_build) and ensure_TOOL right
+# before the step that needs the tool.
+
+# Vault from Go modules (tools/vault), built with Vault's own "minimal" tag
+# (its Makefile's BUILD_MINIMAL): the server with the core plugins, Transit,
+# KV and AppRole among them, and none of the cloud and database plugins,
+# which no test uses.
+vault_path() {
   local sum
   sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-$sum"
-  WHAT="Vault (about 6 minutes on 2 cores)" go_build_once "$SEALER_TEST_VAULT" tools/vault .
+  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$sum"
+}
+build_vault() {
+  vault_path
+  WHAT="Vault" go_build_once "$SEALER_TEST_VAULT" tools/vault . '' minimal
+}
+ensure_vault() {
+  build_vault
   "$SEALER_TEST_VAULT" version
+}
+
+# The tools of tools/go.mod (buf, the protoc plugins, cyclonedx-gomod), which
+# `go tool -modfile=tools/go.mod` builds on first use into the Go build
+# cache: build_go_tools builds them all ahead (go tool -n).
+build_go_tools() {
+  local t
+  (cd tools && go build github.com/bufbuild/buf/cmd/buf github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod \
+    google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+    github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2)
+  for t in buf cyclonedx-gomod protoc-gen-go protoc-gen-go-grpc protoc-gen-grpc-gateway protoc-gen-openapiv2; do
+    go tool -modfile=tools/go.mod -n "$t"
+  done
 }
 
 # ensure_node installs Node 22, the MCP conformance suite and the TypeScript
@@ -60,14 +113,19 @@ ensure_node() {
   "$SEALER_TEST_NODE_BIN/node" --version
 }
 
-# ensure_otelcol builds an OpenTelemetry Collector from pinned modules
-# (tools/otelcol) once into the cache directory and exports its path as
-# SEALER_TEST_OTELCOL, for the tracing test.
-ensure_otelcol() {
+# An OpenTelemetry Collector from pinned modules (tools/otelcol), for the
+# tracing test.
+otelcol_path() {
   local sum
   sum=$(sha256sum tools/otelcol/go.sum tools/otelcol/go.mod tools/otelcol/main.go | sha256sum | cut -c1-12)
   export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$sum"
-  WHAT="the OpenTelemetry Collector (about 3 minutes on 2 cores)" go_build_once "$SEALER_TEST_OTELCOL" tools/otelcol .
+}
+build_otelcol() {
+  otelcol_path
+  WHAT="the OpenTelemetry Collector" go_build_once "$SEALER_TEST_OTELCOL" tools/otelcol .
+}
+ensure_otelcol() {
+  build_otelcol
   "$SEALER_TEST_OTELCOL" --version
 }
 
@@ -87,14 +145,19 @@ ensure_podman() {
   podman --version
 }
 
-# ensure_helm builds Helm from Go modules (tools/helm) once into the cache
-# directory and exports its path as SEALER_TEST_HELM.
-ensure_helm() {
+# Helm from Go modules (tools/helm).
+helm_path() {
   local sum
   sum=$(sha256sum tools/helm/go.sum tools/helm/go.mod | sha256sum | cut -c1-12)
   export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$sum"
-  WHAT="Helm (about 2 to 7 minutes on 2 cores)" go_build_once "$SEALER_TEST_HELM" tools/helm helm.sh/helm/v3/cmd/helm \
+}
+build_helm() {
+  helm_path
+  WHAT="Helm" go_build_once "$SEALER_TEST_HELM" tools/helm helm.sh/helm/v3/cmd/helm \
     '-X helm.sh/helm/v3/internal/version.version=v3.22.0'
+}
+ensure_helm() {
+  build_helm
   "$SEALER_TEST_HELM" version --short
 }
 
@@ -102,31 +165,36 @@ ensure_helm() {
 # Kubernetes version through the Go module proxy (an 18 MB zip, checked
 # against its pinned hash) and exports its OpenAPI document as
 # SEALER_TEST_KUBE_OPENAPI and the version as SEALER_TEST_KUBE_VERSION.
+kube_version=1.34.4
 ensure_kube_schemas() {
-  local version=1.34.4 sum='h1:Yy6R4QB8C9kJPp25GFqEvX5XQwY5qzKeqD0Xx6oAcmk=' info dir
-  info=$(cd / && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$version")
+  local sum='h1:Yy6R4QB8C9kJPp25GFqEvX5XQwY5qzKeqD0Xx6oAcmk=' info dir
+  info=$(cd / && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$kube_version")
   if ! grep -qF "\"Sum\": \"$sum\"" <<<"$info"; then
-    echo "k8s.io/kubernetes@v$version does not have the pinned hash $sum:" >&2
+    echo "k8s.io/kubernetes@v$kube_version does not have the pinned hash $sum:" >&2
     echo "$info" >&2
     return 1
   fi
   dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
   export SEALER_TEST_KUBE_OPENAPI="$dir/api/openapi-spec/swagger.json"
-  export SEALER_TEST_KUBE_VERSION=$version
-  echo "Kubernetes API schemas of v$version: $SEALER_TEST_KUBE_OPENAPI"
+  export SEALER_TEST_KUBE_VERSION=$kube_version
+  echo "Kubernetes API schemas of v$kube_version: $SEALER_TEST_KUBE_OPENAPI"
 }
 
-# ensure_promtool builds promtool and promqlcheck (the check of the alerting
-# rules and dashboard against a live /metrics) from the pinned Prometheus
-# module (tools/promtool) once into the cache directory, and exports their
-# paths as SEALER_TEST_PROMTOOL and SEALER_TEST_PROMQLCHECK.
-ensure_promtool() {
+# promtool and promqlcheck (the check of the alerting rules and dashboard
+# against a live /metrics) from the pinned Prometheus module
+# (tools/promtool).
+promtool_path() {
   local sum
   sum=$(cat tools/promtool/go.sum tools/promtool/go.mod tools/promtool/promqlcheck/main.go | sha256sum | cut -c1-12)
   export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-$sum"
   export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$sum"
-  WHAT="promtool (about 7 CPU-minutes: 4 to 12 minutes on 2 cores)" go_build_once "$SEALER_TEST_PROMTOOL" tools/promtool \
-    github.com/prometheus/prometheus/cmd/promtool
+}
+build_promtool() {
+  promtool_path
+  WHAT="promtool" go_build_once "$SEALER_TEST_PROMTOOL" tools/promtool github.com/prometheus/prometheus/cmd/promtool
   WHAT="promqlcheck" go_build_once "$SEALER_TEST_PROMQLCHECK" tools/promtool ./promqlcheck
+}
+ensure_promtool() {
+  build_promtool
   go version -m "$SEALER_TEST_PROMTOOL" | grep -E '^\s+(path|mod)\s'
 }

@@ -1,41 +1,124 @@
 #!/usr/bin/env bash
-# Runs the whole test suite, integration tests included: the README's test
-# command. It installs and starts what the tests need.
+# Runs the test suite: the README's test command.
+#
+#   scripts/test.sh          everything, integration tests included (what CI
+#                            runs): it installs, builds and starts what the
+#                            tests need
+#   scripts/test.sh quick    lint, vet and the unit tests of every module that
+#                            need no external component (no Vault, Redis,
+#                            Node, podman or Helm); it installs nothing
+#
+# Each step prints its wall and CPU time, and a table of all steps ends the
+# run. The tools built from Go modules build in the background while the
+# steps that need none of them run; a step waits for its tool (wait_build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+trap steps_exit EXIT
+trap 'exit 130' INT TERM
 
-step "redis-server (Debian package) for the ledger and fleet tests"
+tier=${1:-full}
+case $tier in
+  full | quick) ;;
+  *) echo "usage: scripts/test.sh [quick]" >&2; exit 2 ;;
+esac
+
+# root_packages_needing YES prints the root module's packages whose tests
+# run a Vault or a Redis (they import internal/testvault or
+# internal/testredis), or with NO, all the others.
+root_packages_needing() {
+  local want=$1
+  go list -test -f '{{.ImportPath}} {{join .Deps " "}}' ./... |
+    awk -v want="$want" '
+      $1 ~ /\.test$/ {
+        need = "no"
+        for (i = 2; i <= NF; i++) if ($i ~ /\/internal\/test(vault|redis)$/) need = "yes"
+        needs[substr($1, 1, length($1) - 5)] = need
+        next
+      }
+      $2 ~ /^\[/ { next }
+      { order[++n] = $1 }
+      END { for (i = 1; i <= n; i++) if ((order[i] in needs ? needs[order[i]] : "no") == want) print order[i] }'
+}
+
+npm_packages() {
+  ensure_node
+  ensure_ts_naive_server
+}
+
+lint_and_vet() {
+  step "gofmt and go vet"
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null | grep -v '^gen/' || find . -name '*.go' -not -path './gen/*'))
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change: $unformatted" >&2
+    exit 1
+  fi
+  for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
+
+  step "dependencies point down: sealer and client link no Vault, Redis, bbolt or MCP SDK"
+  for pkg in ./sealer ./client; do
+    if go list -deps "$pkg" | grep -E 'vault|redis|bbolt|modelcontextprotocol'; then
+      echo "$pkg depends on the packages above; the format and the client must not" >&2
+      exit 1
+    fi
+  done
+  if grep -E 'modelcontextprotocol|jsonschema-go' go.mod; then
+    echo "the service's go.mod requires an MCP SDK; only client/gosdk, examples and e2e may" >&2
+    exit 1
+  fi
+}
+
+buf_lint() {
+  step "buf lint"
+  go tool -modfile=tools/go.mod buf lint
+}
+
+unit_tests() {
+  step "go test: the unit tests, fuzz seed corpora and examples of the service and the Go SDK adapter, but those that run a Vault or a Redis"
+  go test -race -count=1 $(root_packages_needing no)
+  (cd client/gosdk && go test -race -count=1 ./...)
+}
+
+if [ "$tier" = quick ]; then
+  lint_and_vet
+  buf_lint
+  unit_tests
+  step "promqlcheck's own tests (tools/promtool)"
+  (cd tools/promtool && go vet ./... && go test -count=1 ./...)
+  exit 0
+fi
+
+# The full run. The steps that need no tool built from Go modules come first,
+# then those whose tools build fastest; Vault, the longest build, is needed
+# last: by the service's integration tests and the end-to-end tests.
+step "in the background: every Go module in one download, then the tools built from them (buf and the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages"
+vault_path
+promtool_path
+helm_path
+otelcol_path
+export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
+start_build modules download_modules
+start_build npm npm_packages
+start_build vault after modules build_vault
+start_build go-tools after modules build_go_tools
+start_build promtool after go-tools build_promtool
+start_build helm after promtool build_helm
+start_build otelcol after helm build_otelcol
+
+step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); podman and runc for the container image"
 apt_install redis-server redis-server
-redis-server --version
-
-step "redis-cli (Debian package redis-tools) for the Redis Cluster tests; their Sentinels are redis-server --sentinel"
 apt_install redis-cli redis-tools
+redis-server --version
+ensure_podman
 
-step "Vault server built from Go modules (tools/vault), cached"
-ensure_vault
+lint_and_vet
 
-step "OpenTelemetry Collector built from Go modules (tools/otelcol), cached"
-ensure_otelcol
-
-step "Node 22, the MCP conformance suite and the TypeScript examples' packages (npm ci)"
-ensure_node
-
-step "the TypeScript MCP server behind sealer-proxy in the e2e tests (npm ci)"
-ensure_ts_naive_server
-
-step "promtool and promqlcheck from the pinned Prometheus module (tools/promtool), cached"
-ensure_promtool
-
-step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests"
-"$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
-"$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
-(cd tools/promtool && go vet ./... && go test -count=1 ./...)
-
-step "buf lint"
-go tool -modfile=tools/go.mod buf lint
+wait_build modules
+wait_build go-tools
+buf_lint
 
 step "gen/ matches proto/ (buf generate, then diff)"
+wait_build npm
 go tool -modfile=tools/go.mod buf generate
 if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
   git status --porcelain -- gen
@@ -62,50 +145,40 @@ done
 echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go packages and modules listed"
 rm -rf "$artifacts"
 
-# The Go modules: the service (root), the MCP Go SDK adapter, the examples
-# and the end-to-end tests, each with its own go.mod so that the service and
-# its client pull no MCP SDK.
-modules=(. client/gosdk examples e2e)
+unit_tests
 
-step "gofmt and go vet"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null | grep -v '^gen/' || find . -name '*.go' -not -path './gen/*'))
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change: $unformatted" >&2
-  exit 1
-fi
-for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
+step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
+"$SEALER_TEST_NODE_BIN/node" --version
+(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
 
-step "dependencies point down: sealer and client link no Vault, Redis, bbolt or MCP SDK"
-for pkg in ./sealer ./client; do
-  if go list -deps "$pkg" | grep -E 'vault|redis|bbolt|modelcontextprotocol'; then
-    echo "$pkg depends on the packages above; the format and the client must not" >&2
-    exit 1
-  fi
-done
-if grep -E 'modelcontextprotocol|jsonschema-go' go.mod; then
-  echo "the service's go.mod requires an MCP SDK; only client/gosdk, examples and e2e may" >&2
-  exit 1
-fi
+step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/promtool)"
+wait_build promtool
+ensure_promtool
+"$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
+"$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
+(cd tools/promtool && go vet ./... && go test -count=1 ./...)
 
-step "go test (unit, fuzz seed corpora, examples, end-to-end against the real binaries, Vault and Redis)"
-go test -race -count=1 ./...
-(cd client/gosdk && go test -race -count=1 ./...)
-# The tests whose figures the README and the issues quote run verbosely in
-# the next step, so that their lines are in the CI log.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript'
-(cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
-
-step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector, the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
-(cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
+step "container image and Helm chart: podman (Debian), Helm (tools/helm), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
+wait_build helm
+ensure_helm
+ensure_kube_schemas
+(cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
 (cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
 
-step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
-(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
+step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
+wait_build vault
+ensure_vault
+go test -race -count=1 $(root_packages_needing yes)
 
-step "container image and Helm chart: podman (Debian), Helm (tools/helm, cached), Kubernetes v1.34.4 API schemas (k8s.io/kubernetes module)"
-ensure_podman
-ensure_helm
-ensure_kube_schemas
-(cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
+# The tests whose figures the README and the issues quote run verbosely in
+# the last step, so that their lines are in the CI log.
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript'
+step "go test: end-to-end against the real binaries, Vault and Redis"
+(cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
+
+step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
+wait_build otelcol
+ensure_otelcol
+(cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
