@@ -174,11 +174,11 @@ go test -race -count=1 $(root_packages_needing yes)
 
 # The tests whose figures the README and the issues quote run verbosely in
 # the last step, so that their lines are in the CI log.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript'
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
 step "go test: end-to-end against the real binaries, Vault and Redis"
 (cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
 
-step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
+step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 wait_build otelcol
 ensure_otelcol
 (cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
