@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -192,40 +191,12 @@ func sameOpened(a, b *flowOpened) bool {
 // checks that the file is exactly what this package writes today: a stale
 // or hand-edited file fails. Like vectors.json, it is the same on every run.
 func TestFlowVectors(t *testing.T) {
-	got := buildFlowVectors(t)
-	if *update {
-		if err := os.WriteFile(flowsPath, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(flowsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := range min(len(gl), len(wl)) {
-			if gl[i] != wl[i] {
-				t.Fatalf("%s is stale: line %d is %.120q, want %.120q; run go test ./sealer/ -run TestFlowVectors -update and review the diff", flowsPath, i+1, wl[i], gl[i])
-			}
-		}
-		t.Fatalf("%s is stale: %d lines, want %d; run go test ./sealer/ -run TestFlowVectors -update", flowsPath, len(wl), len(gl))
-	}
+	checkWritten(t, flowsPath, "TestFlowVectors", buildFlowVectors(t))
 }
 
 func loadFlowVectors(tb testing.TB) flowFile {
-	tb.Helper()
-	data, err := os.ReadFile(flowsPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var v flowFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		tb.Fatal(err)
-	}
+	decodeVectors(tb, flowsPath, &v)
 	if len(v.Seal) == 0 || len(v.Open) == 0 || len(v.Inputs) == 0 {
 		tb.Fatal("no vectors")
 	}

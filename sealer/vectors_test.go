@@ -148,14 +148,21 @@ func (d digestVector) params() []byte {
 // hand-edited file fails. The file is the same on every run: nonces come
 // from a random source seeded by each vector's name, times are fixed.
 func TestVectors(t *testing.T) {
-	got := buildVectors(t)
+	checkWritten(t, vectorsPath, "TestVectors", buildVectors(t))
+}
+
+// checkWritten writes got to path with -update, and otherwise fails when the
+// file at path is not got: stale or edited by hand. test names the test
+// that writes it.
+func checkWritten(t *testing.T, path, test string, got []byte) {
+	t.Helper()
 	if *update {
-		if err := os.WriteFile(vectorsPath, got, 0o644); err != nil {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	want, err := os.ReadFile(vectorsPath)
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,29 +170,35 @@ func TestVectors(t *testing.T) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
 		for i := range min(len(gl), len(wl)) {
 			if gl[i] != wl[i] {
-				t.Fatalf("%s is stale: line %d is %.120q, want %.120q; run go test ./sealer/ -run TestVectors -update and review the diff", vectorsPath, i+1, wl[i], gl[i])
+				t.Fatalf("%s is stale: line %d is %.120q, want %.120q; run go test ./sealer/ -run %s -update and review the diff", path, i+1, wl[i], gl[i], test)
 			}
 		}
-		t.Fatalf("%s is stale: %d lines, want %d; run go test ./sealer/ -run TestVectors -update", vectorsPath, len(wl), len(gl))
+		t.Fatalf("%s is stale: %d lines, want %d; run go test ./sealer/ -run %s -update", path, len(wl), len(gl), test)
 	}
 }
 
 func loadVectors(tb testing.TB) vectorFile {
-	tb.Helper()
-	data, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var v vectorFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		tb.Fatal(err)
-	}
+	decodeVectors(tb, vectorsPath, &v)
 	if len(v.Seal) == 0 || len(v.Open) == 0 || len(v.Digests) == 0 {
 		tb.Fatal("no vectors")
 	}
 	return v
+}
+
+// decodeVectors reads the vector file at path into v, refusing unknown
+// fields.
+func decodeVectors(tb testing.TB, path string, v any) {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // vectorRing returns the ring of the vectors' keys.

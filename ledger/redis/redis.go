@@ -273,11 +273,10 @@ func redisKey(tenant string, id sealer.StateID) string {
 // acknowledged. If the delete does not land the state stays consumed:
 // refused, never opened twice.
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	ttl, err := ledger.Remaining(until)
+	ttl, err := entryTTL(until)
 	if err != nil {
 		return err
 	}
-	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	key := redisKey(tenant, id)
@@ -286,32 +285,12 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 		r.reloadOn(ctx, err)
 		return err
 	}
-	node, err := r.primaryFor(ctx, key)
-	if err != nil {
-		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
-	}
-	conn := node.Conn()
-	defer conn.Close()
-	var set *goredis.StatusCmd
-	var wait *goredis.Cmd
-	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		set = p.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl})
-		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds())) // 0 would wait for ever
-		return nil
-	})
-	if err := setResult(set.Result()); err != nil {
-		r.reloadOn(ctx, err)
-		return err
-	}
-	acked, err := wait.Int64()
-	if err == nil && acked >= int64(r.replicas) {
-		return nil
-	}
-	conn.Del(ctx, key)
-	if err != nil {
-		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
-	}
-	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the consume", ledger.ErrUnavailable, acked, r.replicas)
+	return r.acknowledged(ctx, key, "consume",
+		func(p goredis.Pipeliner) func() error {
+			set := p.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl})
+			return func() error { return setResult(set.Result()) }
+		},
+		func(conn *goredis.Conn) { conn.Del(ctx, key) })
 }
 
 // Advance implements ledger.Ledger with one script on the flow's key, so one
@@ -323,11 +302,10 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 // the undo does not land, the round stays opened: refused, never opened
 // twice.
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	ttl, err := ledger.Remaining(until)
+	ttl, err := entryTTL(until)
 	if err != nil {
 		return err
 	}
-	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
@@ -338,20 +316,46 @@ func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 		r.reloadOn(ctx, err)
 		return err
 	}
+	var prev int64
+	return r.acknowledged(ctx, key, "advance",
+		func(p goredis.Pipeliner) func() error {
+			adv := advanceScript.Eval(ctx, p, []string{key}, args...)
+			return func() error {
+				var err error
+				prev, err = adv.Int64()
+				return advanceResult(prev, err)
+			}
+		},
+		func(conn *goredis.Conn) { retreatScript.Eval(ctx, conn, []string{key}, round, prev) })
+}
+
+// entryTTL is how long an entry recorded now must live to last until
+// until, rounded up to the millisecond, or ErrTooLate.
+func entryTTL(until time.Time) (time.Duration, error) {
+	ttl, err := ledger.Remaining(until)
+	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond), err
+}
+
+// acknowledged runs the write that record queues on the primary that holds
+// key, followed on the same connection by WAIT Replicas, half the timeout.
+// The function record returns reads the write's answer. A write that fewer
+// replicas acknowledge is ErrUnavailable, and undo runs on that connection
+// (so on the node that took the write); what is the write's name in errors.
+func (r *Ledger) acknowledged(ctx context.Context, key, what string, record func(goredis.Pipeliner) func() error, undo func(*goredis.Conn)) error {
 	node, err := r.primaryFor(ctx, key)
 	if err != nil {
 		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	var adv, wait *goredis.Cmd
+	var result func() error
+	var wait *goredis.Cmd
 	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		adv = advanceScript.Eval(ctx, p, []string{key}, args...)
-		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds()))
+		result = record(p)
+		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds())) // 0 would wait for ever
 		return nil
 	})
-	prev, err := adv.Int64()
-	if err := advanceResult(prev, err); err != nil {
+	if err := result(); err != nil {
 		r.reloadOn(ctx, err)
 		return err
 	}
@@ -359,11 +363,11 @@ func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 	if err == nil && acked >= int64(r.replicas) {
 		return nil
 	}
-	retreatScript.Eval(ctx, conn, []string{key}, round, prev)
+	undo(conn)
 	if err != nil {
 		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the advance", ledger.ErrUnavailable, acked, r.replicas)
+	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the %s", ledger.ErrUnavailable, acked, r.replicas, what)
 }
 
 // advanceResult maps the answer of advanceScript.
