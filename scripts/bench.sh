@@ -165,14 +165,15 @@ fi
 # asking one input key (the Open answering it), round 2 continuing an opened
 # round, and a latest-only flow (the Open advances the flow in the ledger)
 # beside a one-time state (the Open consumes it there). The ops take turns,
-# 3 runs each, the median reported, then each flow op's share of its
-# reference. ONLY=flows scripts/bench.sh runs this section alone (about 8
+# 7 short runs each (a shared machine moves one run by more than what is
+# measured), the median reported, then each flow op's share of its
+# reference. ONLY=flows scripts/bench.sh runs this section alone (about 9
 # minutes); SKIP=flows leaves it out.
 if [ "${SKIP:-}" != flows ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = flows ]; }; then
 step "flows: Seal+Open pairs/s, plain states beside flow rounds, latest-only flows beside one-time states (gRPC, digest, embedded ledger)"
 start_sealer flows
 { echo "load before: $(uptime)"; echo; } | tee "$out/flows.md"
-"$load" -targets "$flows_GRPC" -server-pid "$flows_PID" -c 1,16,64 -d 8s -warmup 2s -repeat 3 \
+"$load" -targets "$flows_GRPC" -server-pid "$flows_PID" -c 16,64 -d 5s -warmup 1s -repeat 7 \
   -ops flow-off,flow-round1,flow-next,flow-latest,flow-onetime | tee -a "$out/flows.md"
 { echo; echo "load after: $(uptime)"; } | tee -a "$out/flows.md"
 kill "$flows_PID"
