@@ -60,8 +60,11 @@ go_build_once() {
   [ -x "$out" ] && return 0
   echo "building ${WHAT:-$pkg} once into $(dirname "$out")"
   mkdir -p "$(dirname "$out")"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags=all=-l -ldflags "$ldflags" -o "$out.tmp" "$pkg")
-  mv "$out.tmp" "$out"
+  # A name of this run's own, so that two runs building the same tool at
+  # once (a test run beside a benchmark) never write one file; the rename
+  # is atomic, and the last one wins with the same binary.
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags=all=-l -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg")
+  mv -f "$out.tmp.$$" "$out"
 }
 
 # Each tool built from Go modules has three functions: TOOL_path exports
