@@ -64,9 +64,11 @@ func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < 25000; i += 100 {
 				id := sealer.StateID{byte(i), byte(i >> 8), byte(i >> 16)}
-				until := now.Add(time.Minute)
+				// Far enough ahead that a slow machine's consumes never
+				// reach it (each is an fsync).
+				until := now.Add(time.Hour)
 				if i%5 == 0 {
-					until = now.Add(time.Hour)
+					until = now.Add(3 * time.Hour)
 				}
 				if err := b.Consume(context.Background(), "t", id, until); err != nil {
 					t.Error(err)
@@ -76,7 +78,7 @@ func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n, err := b.Sweep(now.Add(2 * time.Minute))
+	n, err := b.Sweep(now.Add(2 * time.Hour))
 	if err != nil || n != 20000 {
 		t.Fatalf("swept %d, %v; want 20000", n, err)
 	}
