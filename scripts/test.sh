@@ -165,7 +165,7 @@ ensure_kube_schemas
 (cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
-(cd e2e && go test -count=1 -v -run 'TestConformance_MRTR' ./...)
+(cd e2e && go test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 
 step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
 wait_build vault
@@ -176,9 +176,9 @@ go test -race -count=1 $(root_packages_needing yes)
 # the last step, so that their lines are in the CI log.
 shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
 step "go test: end-to-end against the real binaries, Vault and Redis"
-(cd e2e && go test -race -count=1 -skip "TestConformance_MRTR|$shown" ./...)
+(cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
 
 step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 wait_build otelcol
 ensure_otelcol
-(cd e2e && go test -race -count=1 -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
+(cd e2e && go test -race -count=1 -timeout 30m -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
