@@ -106,10 +106,14 @@ func RequestDigest(method string, params []byte) (Digest, error) {
 // encoding/json, .NET's PropertyNameCaseInsensitive) may act on it, so a
 // request carrying one is refused. Case-insensitive here means equal under
 // strings.EqualFold, or once both names are upper-cased or lower-cased
-// (which adds U+0130 and U+0131 for i). RequestDigest checks every member;
-// callers that digest params held in another form call CheckParamName for
-// every member name before DigestCanonical. It returns ErrMethod for a
-// method that cannot carry a requestState.
+// (which adds U+0130 and U+0131 for i): on Go's Unicode tables, exactly the
+// list of FORMAT.md (each character the salient one, its ASCII upper case,
+// U+017F for s, U+0130 or U+0131 for i), which a test holds them to. Only
+// the members of params are checked, not those of objects inside them.
+// RequestDigest checks every member of params; callers that digest params
+// held in another form call CheckParamName for the name of every member of
+// params before DigestCanonical. It returns ErrMethod for a method that
+// cannot carry a requestState.
 func CheckParamName(method, name string) error {
 	fields, ok := salient[method]
 	if !ok {

@@ -4,11 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -210,6 +215,8 @@ func TestCheckParamName(t *testing.T) {
 		{"resources/read", "Uri", sealer.ErrArgument},
 		{"resources/read", "urı", sealer.ErrArgument}, // U+0131 upper-cases to I
 		{"resources/read", "urİ", sealer.ErrArgument}, // U+0130 lower-cases to i
+		{"resources/read", "URİ", sealer.ErrArgument},
+		{"resources/read", "uri\u0307", nil}, // i U+0307, İ's full lower case: another name
 		{"tools/list", "name", sealer.ErrMethod},
 	}
 	for _, tc := range tests {
@@ -219,6 +226,82 @@ func TestCheckParamName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// caseVariantExtras are the non-ASCII characters FORMAT.md lists as case
+// variants of ASCII letters (and the Kelvin sign, which is in no salient
+// name): the rule is this list, not a Unicode version.
+var caseVariantExtras = map[rune][]rune{'s': {0x17f}, 'i': {0x130, 0x131}, 'k': {0x212a}}
+
+// TestCheckParamName_TheListIsTheSimpleMappings holds FORMAT.md's list to
+// the simple case mappings of the Unicode tables CheckParamName uses: a
+// non-ASCII character matches an ASCII letter under simple folding,
+// upper-casing or lower-casing exactly when the list names it. It fails on
+// Unicode tables that take another character onto an ASCII letter.
+func TestCheckParamName_TheListIsTheSimpleMappings(t *testing.T) {
+	t.Logf("Unicode %s", unicode.Version)
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		for c := 'a'; c <= 'z'; c++ {
+			matches := unicode.ToLower(r) == c || unicode.ToUpper(r) == unicode.ToUpper(c)
+			for f := unicode.SimpleFold(r); f != r && !matches; f = unicode.SimpleFold(f) {
+				matches = f == c
+			}
+			if listed := slices.Contains(caseVariantExtras[c], r); matches != listed {
+				t.Errorf("U+%04X and %c: matched %v, listed %v", r, c, matches, listed)
+			}
+		}
+	}
+	// Each listed character in place of its letter is a case variant.
+	for _, salient := range []string{"name", "arguments", "uri"} {
+		for i, c := range salient {
+			for _, r := range caseVariantExtras[c] {
+				name := salient[:i] + string(r) + salient[i+1:]
+				method := map[string]string{"uri": "resources/read"}[salient]
+				if method == "" {
+					method = "tools/call"
+				}
+				if err := sealer.CheckParamName(method, name); !errors.Is(err, sealer.ErrArgument) {
+					t.Errorf("%s: got %v, want ErrArgument", name, err)
+				}
+			}
+		}
+	}
+}
+
+// TestCheckParamName_FullMappingsAddNothing shows FORMAT.md's reason for
+// using the simple mappings alone: every full case mapping (SpecialCasing,
+// golang.org/x/text/cases) that gives several ASCII letters gives letters
+// that no salient name holds in a row, so full mappings would refuse no
+// name more.
+func TestCheckParamName_FullMappingsAddNothing(t *testing.T) {
+	mappings := map[string]func(string) string{
+		"upper": cases.Upper(language.Und).String,
+		"lower": cases.Lower(language.Und).String,
+		"fold":  cases.Fold().String,
+	}
+	var found []string
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		for how, mapping := range mappings {
+			out := mapping(string(r))
+			if utf8.RuneCountInString(out) < 2 || strings.IndexFunc(out, func(r rune) bool { return r >= 0x80 }) >= 0 {
+				continue
+			}
+			found = append(found, fmt.Sprintf("U+%04X %s %s", r, how, out))
+			for _, salient := range []string{"name", "arguments", "uri"} {
+				if strings.Contains(strings.ToUpper(salient), strings.ToUpper(out)) {
+					t.Errorf("U+%04X: its full %s case %q is in %q", r, how, out, salient)
+				}
+			}
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("no full mapping to several ASCII letters found: the test reads no SpecialCasing")
+	}
+	slices.Sort(found)
+	t.Logf("full mappings to several ASCII letters: %s", strings.Join(found, ", "))
 }
 
 func TestRequestDigest_R5_CaseVariantsRefused(t *testing.T) {

@@ -351,7 +351,12 @@ func (g *flowGen) buildFlowOpens() {
 	// Step 1: length.
 	over := g.baseFlowCraft()
 	over.payload = make([]byte, sealer.MaxPayload+1)
-	g.openFlow(g.craftedFlow("version 2, payload of 65,537 bytes", over, false), "authentic version 2, payload of 65,537 bytes", "invalid", 1, "87,610 characters")
+	overState := g.craftedFlow("version 2, payload of 65,537 bytes", over, false)
+	g.openFlow(overState, "authentic version 2, payload of 65,537 bytes", "invalid", 1, "87,610 characters")
+	notASCII := withState(overState, overState.State[:87_607]+"é")
+	notASCII.Crafted = nil // not the crafted blob's encoding any more
+	g.openFlow(notASCII, "87,608 characters, one not ASCII", "invalid", 1,
+		"87,609 bytes: step 1 counts bytes; a count of characters passes it and stops at step 2")
 
 	// Step 3: version and length.
 	short := g.baseFlowCraft()

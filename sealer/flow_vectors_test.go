@@ -391,6 +391,7 @@ func TestFlowVectors_Inputs(t *testing.T) {
 var brokenFlowOpeners = map[string]mistakes{
 	"blob length not checked against its version": {laxBlobLength: true},
 	"version 1 length bound in step 1":            {v1StateBound: true},
+	"length counted in characters":                {countCharacters: true},
 	"flags of version 2 accepted in version 1":    {v1FlowFlags: true},
 	"flags of version 1 required in version 2":    {v2OneTimeOnly: true},
 	"accepts unknown flags":                       {skipFlags: true},
@@ -419,8 +420,9 @@ var brokenFlowOpeners = map[string]mistakes{
 
 // TestFlowVectors_BrokenOpenersFail shows that the flow vectors catch the
 // mistakes an implementation of format version 2 is likely to make: each
-// broken opener reaches another verdict than an open vector, or another
-// digest than an input keys vector, on at least one of them.
+// broken opener reaches another verdict than an open vector (or the same at
+// another step), or another digest than an input keys vector, on at least
+// one of them.
 func TestFlowVectors_BrokenOpenersFail(t *testing.T) {
 	v := loadFlowVectors(t)
 	_, ring := flowRings(t, v)
@@ -428,8 +430,8 @@ func TestFlowVectors_BrokenOpenersFail(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var caught []string
 			for _, tc := range v.Open {
-				if verdict, _, _ := specOpen(tc.opening(t, ring), m); verdict != tc.Want {
-					caught = append(caught, fmt.Sprintf("%s (%s, want %s)", tc.Name, verdict, tc.Want))
+				if verdict, step, _ := specOpen(tc.opening(t, ring), m); verdict != tc.Want || step != tc.Step {
+					caught = append(caught, fmt.Sprintf("%s (%s at step %d, want %s at %d)", tc.Name, verdict, step, tc.Want, tc.Step))
 				}
 			}
 			for _, tc := range v.Inputs {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/gowebpki/jcs"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // This file is the request digest of FORMAT.md written again without package
@@ -30,8 +33,13 @@ import (
 type digestMistakes struct {
 	decoded          bool // the decoded-params path: only salient members are checked (allowed)
 	noSizeLimit      bool // step 2: params over 1 MiB accepted
+	ignoreBOM        bool // step 2: a byte order mark before params skipped, as RFC 8259 lets a parser do
 	noCaseCheck      bool // step 3: members like NAME or Arguments accepted
 	asciiCaseCheck   bool // step 3: case compared in ASCII only (misses ſ, ı, İ)
+	noLowerCase      bool // step 3: folding and upper-casing only (misses İ)
+	noUpperCase      bool // step 3: folding and lower-casing only (misses ı)
+	fullCaseMappings bool // step 3: Unicode's full case mappings, not the simple ones (İ lower-cases to i U+0307)
+	deepCaseCheck    bool // step 3: members inside arguments and _meta checked too
 	absentArgsEmpty  bool // step 3: absent arguments digested as "" instead of null
 	resourceArgsNull bool // step 3: resources/read digested with "null" arguments
 	noNumberCheck    bool // step 4
@@ -60,6 +68,9 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 	if !ok {
 		return "", nil, nil, errors.New("method")
 	}
+	if m.ignoreBOM {
+		params = bytes.TrimPrefix(params, []byte("\ufeff"))
+	}
 	if !m.decoded {
 		if len(params) > 1<<20 && !m.noSizeLimit {
 			return "", nil, nil, errors.New("size")
@@ -72,9 +83,13 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 	if err := json.Unmarshal(params, &members); err != nil || members == nil {
 		return "", nil, nil, errors.New("not an object")
 	}
-	for name := range members {
+	names := slices.Collect(maps.Keys(members))
+	if m.deepCaseCheck {
+		names = specMemberNames(params)
+	}
+	for _, name := range names {
 		for _, s := range fields {
-			if s != "" && name != s && !m.noCaseCheck && specCaseVariant(name, s, m.asciiCaseCheck) {
+			if s != "" && name != s && !m.noCaseCheck && specCaseVariant(name, s, m) {
 				return "", nil, nil, fmt.Errorf("case variant %q", name)
 			}
 		}
@@ -135,17 +150,64 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 	return target, args, h.Sum(nil), nil
 }
 
-func specCaseVariant(name, salient string, asciiOnly bool) bool {
-	if asciiOnly {
+// specCaseVariant is FORMAT.md's list: as many characters as the salient
+// name, each the salient character, its ASCII upper case, or U+017F for s,
+// U+0130 or U+0131 for i.
+func specCaseVariant(name, salient string, m digestMistakes) bool {
+	switch {
+	case m.asciiCaseCheck:
 		for _, r := range name {
 			if r >= 0x80 {
 				return false
 			}
 		}
 		return strings.EqualFold(name, salient)
+	case m.fullCaseMappings:
+		return cases.Fold().String(name) == cases.Fold().String(salient) ||
+			cases.Lower(language.Und).String(name) == salient ||
+			cases.Upper(language.Und).String(name) == strings.ToUpper(salient)
+	case m.noLowerCase:
+		return strings.EqualFold(name, salient) || strings.ToUpper(name) == strings.ToUpper(salient)
+	case m.noUpperCase:
+		return strings.EqualFold(name, salient) || strings.ToLower(name) == salient
 	}
-	return strings.EqualFold(name, salient) || strings.ToLower(name) == salient ||
-		strings.ToUpper(name) == strings.ToUpper(salient)
+	extra := map[byte][]rune{'s': {0x17f}, 'i': {0x130, 0x131}}
+	runes := []rune(name)
+	if len(runes) != len(salient) {
+		return false
+	}
+	for i, r := range runes {
+		c := salient[i]
+		if r != rune(c) && r != rune(c-'a'+'A') && !slices.Contains(extra[c], r) {
+			return false
+		}
+	}
+	return true
+}
+
+// specMemberNames returns the name of every member of every object in the
+// JSON text params, at any depth.
+func specMemberNames(params []byte) []string {
+	var names []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for name, member := range v {
+				names = append(names, name)
+				walk(member)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	var v any
+	if json.Unmarshal(params, &v) == nil {
+		walk(v)
+	}
+	return names
 }
 
 // specMember is a member of a parsed object, in the order received.

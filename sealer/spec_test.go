@@ -164,6 +164,7 @@ func specEncode(blob []byte) string {
 // zero value is a faithful opener.
 type mistakes struct {
 	skipLength      bool // steps 1 and 3: no bounds on the state's length, nor the blob's
+	countCharacters bool // step 1: the state's length in characters, not UTF-8 bytes
 	laxCRLF         bool // step 2: CR and LF skipped, as Go's and many decoders do
 	laxPadding      bool // step 2: trailing '=' accepted
 	laxAlphabet     bool // step 2: '+' and '/' accepted for '-' and '_'
@@ -258,7 +259,11 @@ func specOpen(in specOpening, m mistakes) (verdict string, step int, o *specOpen
 	if m.v1StateBound {
 		maxState = specMaxState
 	}
-	if !m.skipLength && (len(in.state) < specMinState || len(in.state) > maxState) {
+	length := len(in.state)
+	if m.countCharacters {
+		length = utf8.RuneCountInString(in.state)
+	}
+	if !m.skipLength && (length < specMinState || length > maxState) {
 		return "invalid", 1, nil
 	}
 	blob, ok := specDecode(in.state, m)

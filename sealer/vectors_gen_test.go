@@ -325,6 +325,10 @@ func (g *vectorGen) buildOpens() {
 	short := g.baseCraft()
 	short.payload, short.cut = nil, 1
 	g.open(named(g.crafted("authentic, blob of 109 bytes", short), "authentic, blob of 109 bytes", "invalid", 1, "146 characters; the plaintext lacks the last byte of the claims"))
+	g.open(g.rename(g.from("one-time, empty payload (shortest state)"), "146 characters, one not ASCII", "invalid", 2,
+		"147 bytes: step 1 counts bytes, so it passes and decoding fails; a count of characters stops at step 1", shortest[:145]+"é"))
+	g.open(g.rename(g.from("longest payload (longest state)"), "87,528 characters, one not ASCII", "invalid", 1,
+		"87,529 bytes: step 1 counts bytes; a count of characters passes it and stops at step 2", longest[:87_527]+"é"))
 
 	// Step 2: strict base64url.
 	twoByte := g.sealed["two-byte payload"].State
@@ -597,6 +601,18 @@ func (g *vectorGen) buildDigests() {
 		{"1,000 levels in _meta", "tools/call", `{"name":"x","_meta":` + nested(1000) + `}`, true, false, "the limits bind the arguments only"},
 		{"100,000 values", "tools/call", arg(wide(sealer.MaxValues)), true, false, "and one member name, which is not a value"},
 		{"100,001 values", "tools/call", arg(wide(sealer.MaxValues + 1)), false, false, ""},
+
+		// Case variants by each mapping, only at the top level; the byte
+		// order mark.
+		{"urİ", "resources/read", `{"uri":"file:///etc/motd","ur\u0130":"file:///etc/shadow"}`, false, false,
+			"U+0130 lower-cases to i (simple mapping); its full lower case, i U+0307, does not match"},
+		{"NAME and Arguments inside arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1,"NAME":"x","Arguments":{}}}`, true, false,
+			"only the members of params are checked: these are arguments"},
+		{"NAME and Arguments inside _meta", "tools/call", `{"name":"transfer","arguments":{"amount":1},"_meta":{"NAME":"x","Arguments":{}}}`, true, false,
+			"only the members of params are checked: same digest as without _meta"},
+		{"byte order mark before params", "tools/call", "\ufeff" + weather, false, true, "U+FEFF (EF BB BF) is not whitespace; RFC 8259 lets a parser ignore it, FORMAT.md refuses it"},
+		{"byte order mark in the name", "tools/call", `{"name":"\ufeffget_weather","arguments":{"location":"New York"}}`, true, false,
+			"U+FEFF inside a string is a character: another target than get_weather"},
 	}
 	for _, c := range cases {
 		v := digestVector{Name: c.name, Method: c.method, Want: "refused", TextOnly: c.textOnly, Note: c.note}

@@ -385,6 +385,7 @@ func TestVectors_SpecOpener(t *testing.T) {
 // brokenOpeners are openers that each make one mistake of mistakes.
 var brokenOpeners = map[string]mistakes{
 	"no length bounds":                   {skipLength: true},
+	"length counted in characters":       {countCharacters: true},
 	"decoder skips CR and LF":            {laxCRLF: true},
 	"decoder accepts padding":            {laxPadding: true},
 	"decoder accepts + and /":            {laxAlphabet: true},
@@ -409,7 +410,8 @@ var brokenOpeners = map[string]mistakes{
 
 // TestVectors_BrokenOpenersFail shows that the state vectors catch the
 // mistakes an implementation of FORMAT.md is likely to make: each broken
-// opener reaches another verdict than the vectors on at least one of them.
+// opener reaches another verdict than the vectors, or the same at another
+// step, on at least one of them.
 func TestVectors_BrokenOpenersFail(t *testing.T) {
 	v := loadVectors(t)
 	ring := specRing(t, v)
@@ -417,9 +419,9 @@ func TestVectors_BrokenOpenersFail(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var caught []string
 			for _, tc := range v.Open {
-				verdict, _, _ := specOpen(tc.opening(t, ring), m)
-				if verdict != tc.Want {
-					caught = append(caught, fmt.Sprintf("%s (%s, want %s)", tc.Name, verdict, tc.Want))
+				verdict, step, _ := specOpen(tc.opening(t, ring), m)
+				if verdict != tc.Want || step != tc.Step {
+					caught = append(caught, fmt.Sprintf("%s (%s at step %d, want %s at %d)", tc.Name, verdict, step, tc.Want, tc.Step))
 				}
 			}
 			if len(caught) == 0 {
@@ -455,6 +457,11 @@ var brokenDigesters = map[string]digestMistakes{
 	"no size limit":                      {noSizeLimit: true},
 	"no case-variant check":              {noCaseCheck: true},
 	"case compared in ASCII only":        {asciiCaseCheck: true},
+	"no lower-case comparison":           {noLowerCase: true},
+	"no upper-case comparison":           {noUpperCase: true},
+	"full case mappings":                 {fullCaseMappings: true},
+	"case variants checked at any depth": {deepCaseCheck: true},
+	"byte order mark skipped":            {ignoreBOM: true},
 	"absent arguments digested as empty": {absentArgsEmpty: true},
 	"resources/read with null arguments": {resourceArgsNull: true},
 	"no number check":                    {noNumberCheck: true},
