@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -35,8 +36,9 @@ const (
 // Config is the proxy's configuration; cmd/sealer-proxy fills it from flags.
 type Config struct {
 	// Addr is the listen address of the MCP endpoint; AdminAddr that of
-	// /healthz, /readyz and /metrics (off when empty).
-	Addr, AdminAddr string
+	// /healthz, /readyz and /metrics (off when empty); PprofAddr, a loopback
+	// address, that of net/http/pprof (off when empty).
+	Addr, AdminAddr, PprofAddr string
 	// Upstream is the MCP endpoint of the server behind the proxy
 	// (http://127.0.0.1:3001/mcp). Every request goes to it, whatever its
 	// path on the proxy.
@@ -186,6 +188,9 @@ func (c *Config) Validate() error {
 		bad("principal: say where the caller's principal comes from (bearer, cert, header), or anonymous if every caller is the same")
 	default:
 		bad("principal %q: want bearer, cert, header or anonymous", c.Principal)
+	}
+	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
+		bad("pprof-addr %q: must be a loopback address", c.PprofAddr)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls-cert and tls-key go together")

@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/internal/secretfile"
 )
 
@@ -69,8 +70,20 @@ func Run(ctx context.Context, cfg Config) error {
 		servers = append(servers, &http.Server{Handler: adminHandler(p, conn), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, al)
 	}
+	var pl net.Listener
+	if cfg.PprofAddr != "" {
+		if pl, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
 	log.Info("listening", "addr", l.Addr().String(), "admin", admin, "upstream", cfg.Upstream, "principal", cfg.Principal)
 	g, gctx := errgroup.WithContext(ctx)
+	if pl != nil {
+		g.Go(func() error { return pprofserve.Serve(gctx, pl) })
+	}
 	for i, s := range servers {
 		g.Go(func() error {
 			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/keys/vault"
 	"github.com/mcp-sealer/sealer/ledger/redis"
@@ -81,7 +82,7 @@ func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
 // did not mean: a sealer others can reach is one replica of several, and
 // replicas must share their keys and their ledger.
 func (c *Config) Warnings() []string {
-	if isLoopback(c.GRPCAddr) && isLoopback(c.HTTPAddr) {
+	if netaddr.IsLoopback(c.GRPCAddr) && netaddr.IsLoopback(c.HTTPAddr) {
 		return nil
 	}
 	var w []string

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
@@ -137,7 +138,7 @@ func (c *Config) Validate() error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		errs = append(errs, errors.New("tls-client-ca: needs tls-cert and tls-key"))
 	}
-	if !c.Insecure && (!isLoopback(c.GRPCAddr) || !isLoopback(c.HTTPAddr)) && (c.TLSCert == "" || c.TenantsFile == "") {
+	if !c.Insecure && (!netaddr.IsLoopback(c.GRPCAddr) || !netaddr.IsLoopback(c.HTTPAddr)) && (c.TLSCert == "" || c.TenantsFile == "") {
 		errs = append(errs, fmt.Errorf("refusing to listen on %s and %s without TLS and client authentication: "+
 			"set --tls-cert, --tls-key and --tenants (with --tls-client-ca for mTLS), listen on 127.0.0.1, "+
 			"or pass --insecure to accept anyone who can connect", c.GRPCAddr, c.HTTPAddr))
@@ -182,7 +183,7 @@ func (c *Config) Validate() error {
 	if c.Skew < 0 || c.Skew > time.Minute {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
 	}
-	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("pprof-addr %q: must be a loopback address", c.PprofAddr))
 	}
 	if c.MaxInFlight < 0 {
@@ -206,17 +207,4 @@ func (c *Config) activation() time.Duration {
 		return 2 * c.KeyPoll
 	}
 	return c.KeyActivation
-}
-
-// isLoopback reports whether a listen address binds loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"sync"
 	"time"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/netaddr"
+	"github.com/mcp-sealer/sealer/internal/pprofserve"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -64,7 +65,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // open does the work of New; on error, what it opened is for Close.
 func (s *Server) open(ctx context.Context) error {
-	if s.cfg.Insecure && (!isLoopback(s.cfg.GRPCAddr) || !isLoopback(s.cfg.HTTPAddr)) && (s.cfg.TLSCert == "" || s.cfg.TenantsFile == "") {
+	if s.cfg.Insecure && (!netaddr.IsLoopback(s.cfg.GRPCAddr) || !netaddr.IsLoopback(s.cfg.HTTPAddr)) && (s.cfg.TLSCert == "" || s.cfg.TenantsFile == "") {
 		s.log.Warn("INSECURE: listening beyond loopback without TLS and client authentication (--insecure); " +
 			"anyone who can connect can seal and open states")
 	}
@@ -156,7 +157,7 @@ func (s *Server) gatherTasks() {
 		s.tasks = append(s.tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, s.cfg, s.svc.auth, s.log, s.svc.metrics) })
 	}
 	if s.ls.pprof != nil {
-		s.tasks = append(s.tasks, func(ctx context.Context) error { return servePprof(ctx, s.ls.pprof) })
+		s.tasks = append(s.tasks, func(ctx context.Context) error { return pprofserve.Serve(ctx, s.ls.pprof) })
 	}
 }
 
@@ -312,19 +313,6 @@ func serveHTTP(hsrv *http.Server, l net.Listener, withTLS bool) error {
 		return nil
 	}
 	return err
-}
-
-// servePprof serves net/http/pprof until ctx is done.
-func servePprof(ctx context.Context, l net.Listener) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	psrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { <-ctx.Done(); psrv.Close() }()
-	if err := psrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // streamWorkers is the number of goroutines that serve calls (see grpcServer).

@@ -35,6 +35,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the MCP endpoint")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", cfg.AdminAddr, "listen address of /healthz, /readyz and /metrics (off when empty)")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this loopback address (off when empty)")
 	fs.StringVar(&cfg.Upstream, "upstream", "", "the MCP endpoint of the server behind the proxy, e.g. http://127.0.0.1:3001/mcp")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "TLS certificate (PEM) of the MCP endpoint")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "TLS private key (PEM)")
