@@ -147,15 +147,30 @@ echo "uptime at the end: $(uptime)" | tee -a "$out/scale.md"
 fi
 
 # --- The TypeScript client beside the Go client ---------------------------
-# ONLY=typescript scripts/bench.sh runs this section alone (about 3 minutes).
+# ONLY=typescript scripts/bench.sh runs this section alone (about 5 minutes).
+# The TypeScript client (examples/typescript/load.ts) beside the Go client
+# (sealer-load) on one sealer, and beside Node's floor (floor.ts: the same
+# pairs with the same libraries, none of the client's work) on that sealer
+# and on an echo (cmd/sealer-echo), where the sealer's cost is out of it.
 if [ "${SKIP:-}" != typescript ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = typescript ]; }; then
 ensure_node >/dev/null
-step "TypeScript client (examples/typescript/load.ts) beside the Go client (sealer-load): Seal+Open pairs/s at 16 callers, gRPC and REST, one sealer"
+step "TypeScript client (examples/typescript/load.ts) beside the Go client (sealer-load) and Node's floor: Seal+Open pairs/s at 16 callers, gRPC and REST, one sealer and one echo"
 start_sealer ts
-"$load" -targets "$ts_GRPC" -http-targets "$ts_HTTP" -c 16 -d 10s -repeat 3 -ops seal-open,rest-seal-open | tee "$out/typescript.md"
+TS_ECHO_GRPC=127.0.0.1:$(free_port) TS_ECHO_HTTP=127.0.0.1:$(free_port)
+"$out/bin/sealer-echo" -grpc-addr "$TS_ECHO_GRPC" -http-addr "$TS_ECHO_HTTP" 2>"$out/ts-echo.log" &
+TS_ECHO_PID=$!
+pids+=("$TS_ECHO_PID")
+until grep -qs listening "$out/ts-echo.log"; do sleep 0.1; done
+echo "uptime at the start: $(uptime)" | tee "$out/typescript.md"
+"$load" -targets "$ts_GRPC" -http-targets "$ts_HTTP" -c 16 -d 8s -warmup 2s -repeat 3 -ops seal-open,rest-seal-open | tee -a "$out/typescript.md"
+# The Go client's pairs/s (a row's third column), for the TypeScript client's share of it.
+go_rate() { awk -F' *[|] *' -v call="$1" '$2 == call { print $4 }' "$out/typescript.md"; }
 "$SEALER_TEST_NODE_BIN/node" --experimental-strip-types --no-warnings examples/typescript/load.ts \
-  --grpc "$ts_GRPC" --rest "$ts_HTTP" -c 16 -d 10s --repeat 3 | tee -a "$out/typescript.md"
-kill "$ts_PID"
+  --grpc "$ts_GRPC" --rest "$ts_HTTP" --echo-grpc "$TS_ECHO_GRPC" --echo-http "$TS_ECHO_HTTP" \
+  --go-grpc "$(go_rate 'Seal+Open (1024 B)')" --go-rest "$(go_rate 'REST Seal+Open, params (1024 B)')" \
+  -c 16 -d 8s --warmup 2s --repeat 3 | tee -a "$out/typescript.md"
+kill "$TS_ECHO_PID" "$ts_PID"
+echo "uptime at the end: $(uptime)" | tee -a "$out/typescript.md"
 [ "${ONLY:-}" = typescript ] && { echo "results in $out"; exit 0; }
 fi
 

@@ -15,7 +15,8 @@ export const MAX_DEPTH = 64;
 /** The most values the arguments may hold, the arguments object included; member names are not values. */
 export const MAX_VALUES = 100_000;
 
-const label = new TextEncoder().encode("mcp-sealer/v1 request\x00");
+const encoder = new TextEncoder();
+const label = encoder.encode("mcp-sealer/v1 request\x00");
 
 // The salient members per method that may carry a requestState: the one
 // that names the target and the one that holds its arguments ("" for none).
@@ -93,7 +94,7 @@ export function requestDigest(method: string, params: unknown): Uint8Array {
   const args = Object.hasOwn(params, s.args) ? params[s.args] : null;
   if (args !== null && !isPlainObject(args)) refuse(`params.${s.args} must be an object`);
   checkArguments(s.args, args);
-  return digest(method, target, new TextEncoder().encode(canonicalize(args)));
+  return digest(method, target, encoder.encode(canonicalize(args)));
 }
 
 /**
@@ -143,14 +144,21 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+// digest hashes the label and the three length-prefixed parts as one buffer,
+// in one call into the hash rather than seven (digest was two thirds of
+// requestDigest's time in a profile of the client under load).
 function digest(method: string, target: string, args: Uint8Array): Uint8Array {
-  const h = createHash("sha256").update(label);
-  for (const part of [new TextEncoder().encode(method), new TextEncoder().encode(target), args]) {
-    const n = new Uint8Array(4);
-    new DataView(n.buffer).setUint32(0, part.length);
-    h.update(n).update(part);
+  const parts = [encoder.encode(method), encoder.encode(target), args];
+  const buf = new Uint8Array(label.length + parts.reduce((n, p) => n + 4 + p.length, 0));
+  const view = new DataView(buf.buffer);
+  buf.set(label);
+  let at = label.length;
+  for (const part of parts) {
+    view.setUint32(at, part.length);
+    buf.set(part, at + 4);
+    at += 4 + part.length;
   }
-  return new Uint8Array(h.digest());
+  return new Uint8Array(createHash("sha256").update(buf).digest());
 }
 
 /** Bounds attacker-controlled text quoted in an error. */
