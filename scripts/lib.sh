@@ -91,16 +91,16 @@ ensure_vault() {
   "$SEALER_TEST_VAULT" version
 }
 
-# The tools of tools/go.mod (buf, the protoc plugins, cyclonedx-gomod), which
-# `go tool -modfile=tools/go.mod` builds on first use into the Go build
-# cache: build_go_tools builds them all ahead (go tool -n).
+# go_tool runs a tool of tools/go.mod (buf, the protoc plugins that buf
+# generate runs, cyclonedx-gomod), which go tool builds on first use into
+# the Go build cache: built as go_build_once builds the other tools, so that
+# the packages they share compile once. build_go_tools builds them ahead.
+go_tool_env=(CGO_ENABLED=0 "GOFLAGS=-trimpath -gcflags=all=-l${GOFLAGS:+ $GOFLAGS}")
+go_tool() { env "${go_tool_env[@]}" go tool -modfile=tools/go.mod "$@"; }
 build_go_tools() {
   local t
-  (cd tools && go build github.com/bufbuild/buf/cmd/buf github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod \
-    google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
-    github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2)
-  for t in buf cyclonedx-gomod protoc-gen-go protoc-gen-go-grpc protoc-gen-grpc-gateway protoc-gen-openapiv2; do
-    go tool -modfile=tools/go.mod -n "$t"
+  for t in buf protoc-gen-go protoc-gen-go-grpc protoc-gen-grpc-gateway protoc-gen-openapiv2 cyclonedx-gomod; do
+    go_tool -n "$t"
   done
 }
 
@@ -185,16 +185,18 @@ ensure_kube_schemas() {
 
 # promtool and promqlcheck (the check of the alerting rules and dashboard
 # against a live /metrics) from the pinned Prometheus module
-# (tools/promtool).
+# (tools/promtool). promtool is built without Prometheus's service
+# discovery plugins (remove_all_sd: the AWS, Azure, GCE, ... SDKs), which
+# checking and testing rules never use.
 promtool_path() {
   local sum
   sum=$(cat tools/promtool/go.sum tools/promtool/go.mod tools/promtool/promqlcheck/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-$sum"
+  export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-nosd-$sum"
   export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$sum"
 }
 build_promtool() {
   promtool_path
-  WHAT="promtool" go_build_once "$SEALER_TEST_PROMTOOL" tools/promtool github.com/prometheus/prometheus/cmd/promtool
+  WHAT="promtool" go_build_once "$SEALER_TEST_PROMTOOL" tools/promtool github.com/prometheus/prometheus/cmd/promtool "" remove_all_sd
   WHAT="promqlcheck" go_build_once "$SEALER_TEST_PROMQLCHECK" tools/promtool ./promqlcheck
 }
 ensure_promtool() {

@@ -59,7 +59,8 @@ step_table() {
 
 # Background builds. start_build NAME FUNCTION [ARGS...] runs the function
 # in the background, in a process group of its own, its output into a log
-# file; wait_build NAME waits for it right before the step that needs it.
+# file; wait_build NAME waits for it in the step that needs it (at once if
+# it was never started).
 # A build that fails fails the run, with its log: at wait_build, or at the
 # next step if that comes first (bg_check). bg_stop, at exit, ends the
 # builds still running. bg_table lists each build: when it started, its wall
@@ -83,11 +84,12 @@ start_build() {
   bg_pid[$name]=$!
   set +m
   bg_names+=("$name")
-  echo "$name: building in the background (log: $bg_dir/$name.log)"
+  echo "$name: started in the background (log: $bg_dir/$name.log)"
 }
 
 wait_build() {
   local name=$1 t0 rc=0 wall cpu
+  [ -n "${bg_pid[$name]:-}" ] || return 0 # not started: the quick tier
   t0=$(now_cs)
   wait "${bg_pid[$name]}" || rc=$?
   bg_waited[$name]=$(( $(now_cs) - t0 ))
@@ -96,7 +98,7 @@ wait_build() {
   fi
   read -r rc wall cpu <"$bg_dir/$name.done"
   tail -n 5 "$bg_dir/$name.log" | sed 's/^/   | /'
-  printf -- '-- %s: built in the background in %s (%s CPU); waited %s for it\n' \
+  printf -- '-- %s: done in the background in %s (%s CPU); waited %s for it\n' \
     "$name" "$(fmt_cs "$wall")" "$(fmt_cs "$cpu")" "$(fmt_cs "${bg_waited[$name]}")"
 }
 

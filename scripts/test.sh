@@ -70,7 +70,9 @@ lint_and_vet() {
 
 buf_lint() {
   step "buf lint"
-  go tool -modfile=tools/go.mod buf lint
+  wait_build modules
+  wait_build go-tools
+  go_tool buf lint
 }
 
 unit_tests() {
@@ -113,13 +115,11 @@ ensure_podman
 
 lint_and_vet
 
-wait_build modules
-wait_build go-tools
 buf_lint
 
 step "gen/ matches proto/ (buf generate, then diff)"
 wait_build npm
-go tool -modfile=tools/go.mod buf generate
+go_tool buf generate
 if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
   git status --porcelain -- gen
   git diff --stat -- gen
@@ -129,7 +129,7 @@ fi
 
 step "buf breaking: the API is compatible with the last release (proto/releases)"
 last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
-go tool -modfile=tools/go.mod buf breaking --against "$last_release"
+go_tool buf breaking --against "$last_release"
 echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
 
 step "release artifacts: the binary's version and its SBOM (CycloneDX)"
@@ -138,7 +138,7 @@ buildvcs=false
 git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
 CGO_ENABLED=0 go build -buildvcs=$buildvcs -trimpath -o "$artifacts/sealer" ./cmd/sealer
 "$artifacts/sealer" --version
-go tool -modfile=tools/go.mod cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
+go_tool cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
 for module in github.com/mcp-sealer/sealer google.golang.org/grpc github.com/hashicorp/vault/api github.com/redis/go-redis/v9 go.opentelemetry.io/otel; do
   grep -q "\"name\": \"$module\"" "$artifacts/sealer.cdx.json" || { echo "the SBOM does not list $module" >&2; exit 1; }
 done
