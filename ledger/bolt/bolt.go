@@ -31,9 +31,10 @@ type entries struct{ byKey, byExpiry []byte }
 var kinds = []entries{{idsBucket, expiryBucket}, {flowsBucket, flowExpiryBucket}}
 
 // sweepBatch bounds how many entries one sweep write deletes, and
-// sweepPause is the pause between two of them. Each goes through the
-// committer like a consume, so a sweep of a million entries never holds
-// consumes for longer than one small transaction, whose fsync they share.
+// sweepPause is the pause between two of them, which keeps a long sweep
+// from filling every transaction. Each goes through the committer like a
+// consume, so a sweep of a million entries never holds consumes for longer
+// than one small transaction, whose fsync they share.
 // During a sweep of a million entries in a ledger of ten million, consumes'
 // p99 was 1.3 times their idle p99 at 250 a write, 2.2 times at 1,000, and
 // 21 times at 10,000 in transactions of their own without a pause
@@ -50,9 +51,12 @@ const (
 //
 // Consumes and advances are committed by one goroutine, the committer:
 // each of its transactions takes every write waiting when it starts, and
-// starts as soon as the one before it is done. A write thus waits for at
-// most the commit in flight and its own, and under load many writes share
-// one fsync. (bbolt's Batch, used before, started a group on a 2 ms timer,
+// starts as soon as the one before it is done. A write thus waits, as a
+// rule, for the commit in flight and its own (more only with over maxGroup
+// writes waiting, or after a failure), and under load many writes share
+// one fsync. A caller that stops waiting (its context done) gets
+// ErrUnavailable, though its write may still commit: a consume then fails
+// closed. (bbolt's Batch, used before, started a group on a 2 ms timer,
 // which every consume waited for however idle the ledger was.)
 type Ledger struct {
 	db      *bbolt.DB
@@ -85,8 +89,14 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // default, an array written with every commit, made each commit slower as
 // the file grew. Open rebuilds the list by reading the file, which costs a
 // moment at start for a file of millions of entries; a consume is as
-// durable as before (its pages and the meta page are synced).
-func Open(path string) (*Ledger, error) {
+// durable as before (its pages and the meta page are synced). bbolt panics
+// on a damaged file as it rebuilds the list: Open returns that as an error.
+func Open(path string) (l *Ledger, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l, err = nil, fmt.Errorf("ledger: open %s: damaged file: %v", path, r)
+		}
+	}()
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %v", path, err)
@@ -116,17 +126,21 @@ func (b *Ledger) Close() error {
 }
 
 // commit hands apply to the committer and returns once it is committed, or
-// failed.
-func (b *Ledger) commit(apply func(*bbolt.Tx) error) error {
+// failed, or ctx is done.
+func (b *Ledger) commit(ctx context.Context, apply func(*bbolt.Tx) error) error {
 	w := write{apply: apply, err: make(chan error, 1)}
 	select {
 	case b.writes <- w:
 	case <-b.quit:
 		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	select {
 	case err := <-w.err:
 		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	case <-b.stopped:
 		select {
 		case err := <-w.err: // committed as the committer stopped
@@ -162,27 +176,42 @@ func (b *Ledger) committer() {
 	}
 }
 
-// commitGroup commits the group in one transaction. If that fails, each
-// write is committed alone, so that one write's failure stays its own (as
-// bbolt's Batch does): apply must set its results afresh on every run.
+// commitGroup commits the group in one transaction. A write whose apply
+// fails gets its error and the others run again without it (as bbolt's
+// Batch does), so apply must set its results afresh on every run; a failed
+// commit (the disk) fails the whole group at once.
 func (b *Ledger) commitGroup(group []write) {
-	err := b.db.Update(func(tx *bbolt.Tx) error {
-		for _, w := range group {
-			if err := w.apply(tx); err != nil {
-				return err
+	for len(group) > 0 {
+		failed := -1
+		err := b.db.Update(func(tx *bbolt.Tx) error {
+			for i, w := range group {
+				if err := applySafely(w.apply, tx); err != nil {
+					failed = i
+					return err
+				}
 			}
+			return nil
+		})
+		if failed < 0 {
+			for _, w := range group {
+				w.err <- err
+			}
+			return
 		}
-		return nil
-	})
-	if err != nil && len(group) > 1 {
-		for _, w := range group {
-			w.err <- b.db.Update(w.apply)
+		group[failed].err <- err
+		group = append(group[:failed:failed], group[failed+1:]...)
+	}
+}
+
+// applySafely runs apply, a panic (bbolt's on a damaged page) returned as
+// the write's error rather than ending the process.
+func applySafely(apply func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ledger: %v", r)
 		}
-		return
-	}
-	for _, w := range group {
-		w.err <- err
-	}
+	}()
+	return apply(tx)
 }
 
 // Consume implements ledger.Ledger.
@@ -199,7 +228,7 @@ func (b *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 	var consumed bool
 	// The function may run more than once, each time in a fresh
 	// transaction; only the run that commits sets the result last.
-	err := b.commit(func(tx *bbolt.Tx) error {
+	err := b.commit(ctx, func(tx *bbolt.Tx) error {
 		ids := tx.Bucket(idsBucket)
 		if consumed = ids.Get(k) != nil; consumed {
 			return nil
@@ -229,7 +258,7 @@ func (b *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 	}
 	k := key(tenant, sealer.StateID(flow))
 	var stale bool
-	err := b.commit(func(tx *bbolt.Tx) error {
+	err := b.commit(ctx, func(tx *bbolt.Tx) error {
 		flows, exp := tx.Bucket(flowsBucket), tx.Bucket(flowExpiryBucket)
 		stale = false // this may run again after a failed run
 		var v [12]byte
@@ -282,7 +311,8 @@ func (b *Ledger) sweep(kind entries, now time.Time) (int, error) {
 		n := 0
 		// Through the committer, so that the consumes waiting meanwhile
 		// share this transaction and its fsync rather than queue behind it.
-		err := b.commit(func(tx *bbolt.Tx) error {
+		err := b.commit(context.Background(), func(tx *bbolt.Tx) error {
+			n = 0 // this may run again after a failed run
 			ids, exp := tx.Bucket(kind.byKey), tx.Bucket(kind.byExpiry)
 			var done [][]byte
 			c := exp.Cursor()
