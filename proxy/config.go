@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-sealer/sealer/client"
-	"github.com/mcp-sealer/sealer/internal/netaddr"
+	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -189,8 +189,8 @@ func (c *Config) Validate() error {
 	default:
 		bad("principal %q: want bearer, cert, header or anonymous", c.Principal)
 	}
-	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
-		bad("pprof-addr %q: must be a loopback address", c.PprofAddr)
+	if err := pprofserve.CheckAddr(c.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls-cert and tls-key go together")

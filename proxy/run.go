@@ -70,20 +70,19 @@ func Run(ctx context.Context, cfg Config) error {
 		servers = append(servers, &http.Server{Handler: adminHandler(p, conn), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, al)
 	}
-	var pl net.Listener
 	if cfg.PprofAddr != "" {
-		if pl, err = net.Listen("tcp", cfg.PprofAddr); err != nil {
+		pl, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
 			for _, l := range listeners {
 				l.Close()
 			}
 			return err
 		}
+		servers = append(servers, pprofserve.Server())
+		listeners = append(listeners, pl)
 	}
 	log.Info("listening", "addr", l.Addr().String(), "admin", admin, "upstream", cfg.Upstream, "principal", cfg.Principal)
 	g, gctx := errgroup.WithContext(ctx)
-	if pl != nil {
-		g.Go(func() error { return pprofserve.Serve(gctx, pl) })
-	}
 	for i, s := range servers {
 		g.Go(func() error {
 			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {

@@ -151,8 +151,8 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 }
 
 // specCaseVariant is FORMAT.md's list: as many characters as the salient
-// name, each the salient character, its ASCII upper case, or U+017F for s,
-// U+0130 or U+0131 for i.
+// name, each the salient character, its ASCII upper case, or one of
+// caseVariantExtras (U+017F for s, U+0130 or U+0131 for i).
 func specCaseVariant(name, salient string, m digestMistakes) bool {
 	switch {
 	case m.asciiCaseCheck:
@@ -171,14 +171,13 @@ func specCaseVariant(name, salient string, m digestMistakes) bool {
 	case m.noUpperCase:
 		return strings.EqualFold(name, salient) || strings.ToLower(name) == salient
 	}
-	extra := map[byte][]rune{'s': {0x17f}, 'i': {0x130, 0x131}}
 	runes := []rune(name)
 	if len(runes) != len(salient) {
 		return false
 	}
 	for i, r := range runes {
-		c := salient[i]
-		if r != rune(c) && r != rune(c-'a'+'A') && !slices.Contains(extra[c], r) {
+		c := rune(salient[i])
+		if r != c && r != c-'a'+'A' && !slices.Contains(caseVariantExtras[c], r) {
 			return false
 		}
 	}

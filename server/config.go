@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/internal/netaddr"
+	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
@@ -183,8 +184,8 @@ func (c *Config) Validate() error {
 	if c.Skew < 0 || c.Skew > time.Minute {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
 	}
-	if c.PprofAddr != "" && !netaddr.IsLoopback(c.PprofAddr) {
-		errs = append(errs, fmt.Errorf("pprof-addr %q: must be a loopback address", c.PprofAddr))
+	if err := pprofserve.CheckAddr(c.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("max-in-flight %d: want 0 (unlimited) or more", c.MaxInFlight))

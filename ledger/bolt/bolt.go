@@ -33,12 +33,11 @@ var kinds = []entries{{idsBucket, expiryBucket}, {flowsBucket, flowExpiryBucket}
 // sweepBatch bounds how many entries one sweep write deletes, and
 // sweepPause is the pause between two of them, which keeps a long sweep
 // from filling every transaction. Each goes through the committer like a
-// consume, so a sweep of a million entries never holds consumes for longer
-// than one small transaction, whose fsync they share.
-// During a sweep of a million entries in a ledger of ten million, consumes'
-// p99 was 1.3 times their idle p99 at 250 a write, 2.2 times at 1,000, and
-// 21 times at 10,000 in transactions of their own without a pause
-// (BENCHMARKS.md, "Scale").
+// consume, so consumes never wait for more than one small sweep write,
+// whose transaction and fsync they share. During a sweep of a million
+// entries in a ledger of ten million, consumes' p99 was 1.3 times their
+// idle p99 at 250 a write, 2.2 times at 1,000, and 21 times at 10,000 in
+// transactions of their own without a pause (BENCHMARKS.md, "Scale").
 const (
 	sweepBatch = 250
 	sweepPause = 2 * time.Millisecond
