@@ -41,19 +41,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary, mcpBinary, echoBinary = filepath.Join(dir, "sealer"), filepath.Join(dir, "mcpserver"), filepath.Join(dir, "sealer-echo")
-	// Each is built in its own module: the service's, or the examples'.
-	for _, b := range []struct{ out, module, pkg string }{
-		{binary, "..", "./cmd/sealer"}, {echoBinary, "..", "./cmd/sealer-echo"}, {mcpBinary, "../examples", "./mcpserver"},
-	} {
-		build := exec.Command("go", "build", "-o", b.out, b.pkg)
-		build.Dir, build.Stdout, build.Stderr = b.module, os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building", b.pkg, "in", b.module+":", err)
-			os.Exit(1)
-		}
-	}
 	proxyBinary, naiveBinary = filepath.Join(dir, "sealer-proxy"), filepath.Join(dir, "naiveserver")
+	// Each is built in its own module: the service's, or the examples'.
+	mustBuild(binary, "..", "./cmd/sealer")
+	mustBuild(echoBinary, "..", "./cmd/sealer-echo")
 	mustBuild(proxyBinary, "..", "./cmd/sealer-proxy")
+	mustBuild(mcpBinary, "../examples", "./mcpserver")
 	mustBuild(naiveBinary, "../examples", "./naiveserver")
 	code := m.Run()
 	os.RemoveAll(dir)

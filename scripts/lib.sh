@@ -52,9 +52,11 @@ download_modules() {
 # go_build_once OUT DIR PKG [LDFLAGS [TAGS]] builds the package PKG of the Go
 # module in DIR into OUT, unless OUT is there already: OUT's name carries the
 # hash of what it is built from, so a changed lock file builds anew. WHAT
-# says what is built. The build is static, stripped (-s -w: less to link)
-# and without inlining (-gcflags=all=-l): the tools serve tests for seconds,
-# and inlining costs about a third of their compile time.
+# says what is built. The build is static, stripped (-s -w: less to link),
+# and neither optimized nor inlined (tool_gcflags, the flags of a debugger's
+# build): the tools serve tests for seconds, and inlining costs about a third
+# of their compile time, the optimizations another sixth.
+tool_gcflags="all=-N -l"
 go_build_once() {
   local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$out" ] && return 0
@@ -63,7 +65,7 @@ go_build_once() {
   # A name of this run's own, so that two runs building the same tool at
   # once (a test run beside a benchmark) never write one file; the rename
   # is atomic, and the last one wins with the same binary.
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags=all=-l -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg")
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags "$tool_gcflags" -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg")
   mv -f "$out.tmp.$$" "$out"
 }
 
@@ -93,10 +95,10 @@ ensure_vault() {
 
 # go_tool runs a tool of tools/go.mod (buf, the protoc plugins that buf
 # generate runs, cyclonedx-gomod), which go tool builds on first use into
-# the Go build cache: built as go_build_once builds the other tools, so that
-# the packages they share compile once. build_go_tools builds them ahead.
-go_tool_env=(CGO_ENABLED=0 "GOFLAGS=-trimpath -gcflags=all=-l${GOFLAGS:+ $GOFLAGS}")
-go_tool() { env "${go_tool_env[@]}" go tool -modfile=tools/go.mod "$@"; }
+# the Go build cache. go tool takes no build flags (GOFLAGS' -gcflags and
+# -trimpath do not reach it), so these build optimized; static, as the other
+# tools. build_go_tools builds them ahead.
+go_tool() { CGO_ENABLED=0 go tool -modfile=tools/go.mod "$@"; }
 build_go_tools() {
   local t
   for t in buf protoc-gen-go protoc-gen-go-grpc protoc-gen-grpc-gateway protoc-gen-openapiv2 cyclonedx-gomod; do

@@ -57,10 +57,11 @@ step_table() {
     "total (CPU: every process of the run, the background builds included)"
 }
 
-# Background builds. start_build NAME FUNCTION [ARGS...] runs the function
-# in the background, in a process group of its own, its output into a log
-# file; wait_build NAME waits for it in the step that needs it (at once if
-# it was never started).
+# Background builds (and tests). start_build NAME FUNCTION [ARGS...] runs
+# the function in the background, in a process group of its own, its output
+# into a log file; wait_build NAME [all] waits for it in the step that needs
+# it (at once if it was never started), then prints the last lines of its
+# log, or with all, the whole log.
 # A build that fails fails the run, with its log: at wait_build, or at the
 # next step if that comes first (bg_check). bg_stop, at exit, ends the
 # builds still running. bg_table lists each build: when it started, its wall
@@ -97,7 +98,11 @@ wait_build() {
     bg_failed "$name" "$rc"
   fi
   read -r rc wall cpu <"$bg_dir/$name.done"
-  tail -n 5 "$bg_dir/$name.log" | sed 's/^/   | /'
+  if [ "${2:-}" = all ]; then
+    cat "$bg_dir/$name.log"
+  else
+    tail -n 5 "$bg_dir/$name.log" | sed 's/^/   | /'
+  fi
   printf -- '-- %s: done in the background in %s (%s CPU); waited %s for it\n' \
     "$name" "$(fmt_cs "$wall")" "$(fmt_cs "$cpu")" "$(fmt_cs "${bg_waited[$name]}")"
 }
@@ -158,7 +163,7 @@ bg_stop() {
 bg_table() {
   [ ${#bg_names[@]} -gt 0 ] || return 0
   local name rc wall cpu
-  printf '\n== background builds (started at; wall; CPU; how long the steps waited)\n'
+  printf '\n== background builds and tests (started at; wall; CPU; how long the steps waited)\n'
   printf '%8s %8s %8s %8s  %s\n' start wall CPU waited build
   for name in "${bg_names[@]}"; do
     if [ -e "$bg_dir/$name.done" ]; then

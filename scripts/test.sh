@@ -41,6 +41,12 @@ root_packages_needing() {
       END { for (i = 1; i <= n; i++) if ((order[i] in needs ? needs[order[i]] : "no") == want) print order[i] }'
 }
 
+# go_release runs a go command with the flags of the release build
+# (scripts/image.sh: static, -trimpath), which the end-to-end tests build the
+# binaries with too: go vet, the release artifacts and the tests that need no
+# race detector then share the packages they compile.
+go_release() { local cmd=$1; shift; CGO_ENABLED=0 go "$cmd" -trimpath "$@"; }
+
 npm_packages() {
   ensure_node
   ensure_ts_naive_server
@@ -53,7 +59,7 @@ lint_and_vet() {
     echo "gofmt would change: $unformatted" >&2
     exit 1
   fi
-  for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
+  for m in "${modules[@]}"; do (cd "$m" && go_release vet ./...); done
 
   step "dependencies point down: sealer and client link no Vault, Redis, bbolt or MCP SDK"
   for pkg in ./sealer ./client; do
@@ -136,7 +142,7 @@ step "release artifacts: the binary's version and its SBOM (CycloneDX)"
 artifacts=$(mktemp -d)
 buildvcs=false
 git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
-CGO_ENABLED=0 go build -buildvcs=$buildvcs -trimpath -o "$artifacts/sealer" ./cmd/sealer
+go_release build -buildvcs=$buildvcs -o "$artifacts/sealer" ./cmd/sealer
 "$artifacts/sealer" --version
 go_tool cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
 for module in github.com/mcp-sealer/sealer google.golang.org/grpc github.com/hashicorp/vault/api github.com/redis/go-redis/v9 go.opentelemetry.io/otel; do
@@ -146,6 +152,13 @@ echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go pa
 rm -rf "$artifacts"
 
 unit_tests
+
+# The failover tests wait on Redis for most of their two and a half minutes,
+# using little CPU: they run in the background from here on, beside the
+# steps below, and their output is shown in full in the last step.
+failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
+e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
+start_build failovers e2e_shown -run "$failovers"
 
 step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
 "$SEALER_TEST_NODE_BIN/node" --version
@@ -162,10 +175,10 @@ step "container image and Helm chart: podman (Debian), Helm (tools/helm), Kubern
 wait_build helm
 ensure_helm
 ensure_kube_schemas
-(cd e2e && go vet -tags deploy ./... && go test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
+(cd e2e && go_release vet -tags deploy ./... && go_release test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
 
 step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
-(cd e2e && go test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
+(cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 
 step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
 wait_build vault
@@ -173,7 +186,8 @@ ensure_vault
 go test -race -count=1 $(root_packages_needing yes)
 
 # The tests whose figures the README and the issues quote run verbosely in
-# the last step, so that their lines are in the CI log.
+# the last step (the failovers among them in the background), so that their
+# lines are in the CI log.
 shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
 step "go test: end-to-end against the real binaries, Vault and Redis"
 (cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
@@ -181,4 +195,5 @@ step "go test: end-to-end against the real binaries, Vault and Redis"
 step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 wait_build otelcol
 ensure_otelcol
-(cd e2e && go test -race -count=1 -timeout 30m -v -run "$shown" ./... | grep -vE '^=== (RUN|PAUSE|CONT)')
+e2e_shown -run "$shown" -skip "$failovers"
+wait_build failovers all
