@@ -11,6 +11,7 @@
 // scripts/bench.sh runs it beside cmd/sealer-load.
 //
 //	node load.ts --grpc 127.0.0.1:7443 --rest 127.0.0.1:7080 --echo-grpc 127.0.0.1:7543 --echo-http 127.0.0.1:7580 -c 16 -d 10s --repeat 3
+//	node load.ts ... --only '^REST Seal\+Open \(1024 B\)$'   one target
 import { parseArgs } from "node:util";
 import { grpcClient, requestDigest, restClient, toolCall } from "@mcp-sealer/client";
 import type { SealerClient } from "@mcp-sealer/client";
@@ -30,6 +31,7 @@ const { values: flags } = parseArgs({
     warmup: { type: "string", default: "2s" },
     payload: { type: "string", default: "1024" },
     repeat: { type: "string", default: "1" },
+    only: { type: "string" },
   },
 });
 const seconds = (s: string) => Number(s.replace(/s$/, "")) * 1000;
@@ -96,6 +98,13 @@ for (const transport of ["gRPC", "REST"] as const) {
       { label: `Node floor: ${label}`, transport, server, floor: true, make: () => (transport === "gRPC" ? grpcFloor : restFloor)(url, floorPair) },
     );
   }
+}
+
+// --only runs the targets whose label matches the regular expression, each
+// in a process of its own when the caller loops over them.
+if (flags.only) {
+  const only = new RegExp(flags.only);
+  targets.splice(0, targets.length, ...targets.filter((t) => only.test(t.label)));
 }
 
 // The targets take turns, so that a slow stretch of a shared machine moves
