@@ -55,8 +55,12 @@ download_modules() {
 # says what is built. The build is static, stripped (-s -w: less to link),
 # and neither optimized nor inlined (tool_gcflags, the flags of a debugger's
 # build): the tools serve tests for seconds, and inlining costs about a third
-# of their compile time, the optimizations another sixth.
+# of their compile time, the optimizations another sixth. scripts/bench.sh,
+# whose Vault serves the Vault Transit figures, empties tool_gcflags; the
+# binaries' names say which build they are (tool_kind), so that neither is
+# taken for the other.
 tool_gcflags="all=-N -l"
+tool_kind() { if [ -n "$tool_gcflags" ]; then echo noopt; else echo opt; fi; }
 go_build_once() {
   local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$out" ] && return 0
@@ -82,7 +86,7 @@ go_build_once() {
 vault_path() {
   local sum
   sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$sum"
+  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$(tool_kind)-$sum"
 }
 build_vault() {
   vault_path
@@ -123,7 +127,7 @@ ensure_node() {
 otelcol_path() {
   local sum
   sum=$(sha256sum tools/otelcol/go.sum tools/otelcol/go.mod tools/otelcol/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$sum"
+  export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$(tool_kind)-$sum"
 }
 build_otelcol() {
   otelcol_path
@@ -154,7 +158,7 @@ ensure_podman() {
 helm_path() {
   local sum
   sum=$(sha256sum tools/helm/go.sum tools/helm/go.mod | sha256sum | cut -c1-12)
-  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$sum"
+  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$(tool_kind)-$sum"
 }
 build_helm() {
   helm_path
@@ -193,8 +197,8 @@ ensure_kube_schemas() {
 promtool_path() {
   local sum
   sum=$(cat tools/promtool/go.sum tools/promtool/go.mod tools/promtool/promqlcheck/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-nosd-$sum"
-  export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$sum"
+  export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-nosd-$(tool_kind)-$sum"
+  export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$(tool_kind)-$sum"
 }
 build_promtool() {
   promtool_path

@@ -18,9 +18,9 @@ fmt_cs() { printf '%dm%02ds' $(( $1 / 6000 )) $(( $1 / 100 % 60 )); }
 script_t0=$(now_cs)
 
 # step starts a step of the output and ends the one before it (step_end),
-# after checking that no background build has failed (bg_check).
+# after checking that no background job has failed (bg_check).
 # step_table prints all steps: wall time, and the CPU time of the step's own
-# processes (the background builds apart: they have their own lines).
+# processes (the background jobs apart: they have their own lines).
 step_names=() step_walls=() step_cpus=()
 step_name="" step_t0=0 step_c0=0
 step() {
@@ -54,7 +54,7 @@ step_table() {
   done
   bg_table
   printf '%8s %8s  %s\n' "$(fmt_cs $(( $(now_cs) - script_t0 )))" "$(fmt_cs "$(cpu_cs)")" \
-    "total (CPU: every process of the run, the background builds included)"
+    "total (CPU: every process of the run, the background jobs included)"
 }
 
 # Background builds (and tests). start_build NAME FUNCTION [ARGS...] runs
@@ -124,7 +124,7 @@ after() {
 
 bg_failed() {
   local name=$1 rc=$2
-  echo "the background build of $name failed (exit status $rc); its log ($bg_dir/$name.log):" >&2
+  echo "the background job $name failed (exit status $rc); its log ($bg_dir/$name.log):" >&2
   cat "$bg_dir/$name.log" >&2
   exit 1
 }

@@ -177,7 +177,11 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 	cli := binaryNamed(t, "redis-cli")
 	c := &Cluster{}
 	for range masters * (1 + replicas) {
-		nodeArgs := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"},
+		// The cluster bus port is picked as the node's own port is. Redis's
+		// default, the node's port plus 10000, is not known to be free, and
+		// there is none for a port above 55535 (Redis then refuses to start).
+		_, bus, _ := net.SplitHostPort(freeAddr(t))
+		nodeArgs := append([]string{"--cluster-enabled", "yes", "--cluster-port", bus, "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"},
 			replicationUser...)
 		c.Nodes = append(c.Nodes, Start(t, false, append(nodeArgs, args...)...))
 	}
