@@ -31,8 +31,10 @@ import (
 )
 
 // binary is the sealer, mcpBinary the example MCP server, echoBinary the
-// benchmarks' echo floor, built once for all tests.
-var binary, mcpBinary, echoBinary string
+// benchmarks' echo floor, proxyBinary sealer-proxy, naiveBinary the naive
+// MCP server of examples/naiveserver: TestMain builds them once for all
+// tests.
+var binary, mcpBinary, echoBinary, proxyBinary, naiveBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sealer-e2e-")
@@ -51,6 +53,20 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// mustBuild builds pkg of module into out, or ends the test binary. It
+// builds as the release does (scripts/image.sh: static, -trimpath), so the
+// tests run what ships, and the packages compile once for the test
+// command's go vet, release artifacts and image alike.
+func mustBuild(out, module, pkg string) {
+	build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	build.Dir, build.Stdout, build.Stderr = module, os.Stderr, os.Stderr
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building", pkg, "in", module+":", err)
+		os.Exit(1)
+	}
 }
 
 // proc is a running sealer.

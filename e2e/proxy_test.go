@@ -20,24 +20,6 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
-// proxyBinary is sealer-proxy, naiveBinary the naive MCP server of
-// examples/naiveserver; TestMain builds them.
-var proxyBinary, naiveBinary string
-
-// mustBuild builds pkg of module into out, or ends the test binary. It
-// builds as the release does (scripts/image.sh: static, -trimpath), so the
-// tests run what ships, and the packages compile once for the test
-// command's go vet, release artifacts and image alike.
-func mustBuild(out, module, pkg string) {
-	build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	build.Dir, build.Stdout, build.Stderr = module, os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building", pkg, "in", module+":", err)
-		os.Exit(1)
-	}
-}
-
 // naive is a running naive MCP server.
 type naive struct{ url, base string }
 

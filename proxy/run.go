@@ -59,27 +59,30 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{l}
-	admin := ""
-	if cfg.AdminAddr != "" {
-		al, err := net.Listen("tcp", cfg.AdminAddr)
-		if err != nil {
-			l.Close()
-			return err
-		}
-		admin = al.Addr().String()
-		servers = append(servers, &http.Server{Handler: adminHandler(p, conn), ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, al)
-	}
-	if cfg.PprofAddr != "" {
-		pl, err := net.Listen("tcp", cfg.PprofAddr)
+	// serveAlso listens on addr for s, or closes what listens already.
+	serveAlso := func(addr string, s *http.Server) (net.Listener, error) {
+		sl, err := net.Listen("tcp", addr)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()
 			}
+			return nil, err
+		}
+		servers, listeners = append(servers, s), append(listeners, sl)
+		return sl, nil
+	}
+	admin := ""
+	if cfg.AdminAddr != "" {
+		al, err := serveAlso(cfg.AdminAddr, &http.Server{Handler: adminHandler(p, conn), ReadHeaderTimeout: 10 * time.Second})
+		if err != nil {
 			return err
 		}
-		servers = append(servers, pprofserve.Server())
-		listeners = append(listeners, pl)
+		admin = al.Addr().String()
+	}
+	if cfg.PprofAddr != "" {
+		if _, err := serveAlso(cfg.PprofAddr, pprofserve.Server()); err != nil {
+			return err
+		}
 	}
 	log.Info("listening", "addr", l.Addr().String(), "admin", admin, "upstream", cfg.Upstream, "principal", cfg.Principal)
 	g, gctx := errgroup.WithContext(ctx)
