@@ -6,7 +6,8 @@
 #                            tests need
 #   scripts/test.sh quick    lint, vet and the unit tests of every module that
 #                            need no external component (no Vault, Redis,
-#                            Node, podman or Helm); it installs nothing
+#                            podman or Helm); it installs only buf and the
+#                            Node it runs on (tools/node), if they are missing
 #
 # Each step prints its wall and CPU time, and a table of all steps ends the
 # run. The tools built from Go modules build in the background while the
@@ -76,9 +77,8 @@ lint_and_vet() {
 
 buf_lint() {
   step "buf lint"
-  wait_build modules
-  wait_build go-tools
-  go_tool buf lint
+  wait_build npm
+  scripts/buf lint
 }
 
 unit_tests() {
@@ -91,15 +91,15 @@ if [ "$tier" = quick ]; then
   lint_and_vet
   buf_lint
   unit_tests
-  step "promqlcheck's own tests (tools/promtool)"
-  (cd tools/promtool && go vet ./... && go test -count=1 ./...)
+  step "promqlcheck's own tests (tools/promtool/promqlcheck)"
+  (cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...)
   exit 0
 fi
 
 # The full run. The steps that need no tool built from Go modules come first,
 # then those whose tools build fastest; Vault, the longest build, is needed
 # last: by the service's integration tests and the end-to-end tests.
-step "in the background: every Go module in one download, then the tools built from them (buf and the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages"
+step "in the background: every Go module in one download, then the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages (buf among them)"
 vault_path
 promtool_path
 helm_path
@@ -124,18 +124,18 @@ lint_and_vet
 buf_lint
 
 step "gen/ matches proto/ (buf generate, then diff)"
-wait_build npm
-go_tool buf generate
+wait_build go-tools
+scripts/buf generate
 if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
   git status --porcelain -- gen
   git diff --stat -- gen
-  echo "gen/ is stale: run 'go tool -modfile=tools/go.mod buf generate' and commit the result" >&2
+  echo "gen/ is stale: run 'scripts/buf generate' and commit the result" >&2
   exit 1
 fi
 
 step "buf breaking: the API is compatible with the last release (proto/releases)"
 last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
-go_tool buf breaking --against "$last_release"
+scripts/buf breaking --against "$last_release"
 echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
 
 step "release artifacts: the binary's version and its SBOM (CycloneDX)"
@@ -164,14 +164,14 @@ step "TypeScript client: unit tests (node --test; the digest against sealer/test
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
 
-step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/promtool)"
+step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
 wait_build promtool
 ensure_promtool
 "$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
 "$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
-(cd tools/promtool && go vet ./... && go test -count=1 ./...)
+(cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...)
 
-step "container image and Helm chart: podman (Debian), Helm (tools/helm), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
+step "container image and Helm chart: podman (Debian), Helm (tools/go.mod), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
 wait_build helm
 ensure_helm
 ensure_kube_schemas
