@@ -107,11 +107,14 @@ otelcol_path
 export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
 start_build modules download_modules
 start_build npm npm_packages
-start_build vault after modules build_vault
-start_build go-tools after modules build_go_tools
-start_build promtool after go-tools build_promtool
-start_build helm after promtool build_helm
-start_build otelcol after helm build_otelcol
+# The tools build at a lower priority than the steps (which are what the
+# run waits for), Vault, the longest and needed first of its chain, above
+# the others.
+bg_nice=5 start_build vault after modules build_vault
+bg_nice=10 start_build go-tools after modules build_go_tools
+bg_nice=10 start_build promtool after go-tools build_promtool
+bg_nice=10 start_build helm after promtool build_helm
+bg_nice=10 start_build otelcol after helm build_otelcol
 
 step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); podman and runc for the container image"
 apt_install redis-server redis-server
@@ -122,6 +125,22 @@ ensure_podman
 lint_and_vet
 
 buf_lint
+
+unit_tests
+
+# The failover tests wait on Redis for most of their two and a half minutes,
+# using little CPU: they run in the background from here on, beside the
+# steps below, and their output is shown in full in the last step.
+failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
+e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
+start_build failovers e2e_shown -run "$failovers"
+
+step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
+"$SEALER_TEST_NODE_BIN/node" --version
+(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
+
+step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
+(cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 
 step "gen/ matches proto/ (buf generate, then diff)"
 wait_build go-tools
@@ -151,19 +170,6 @@ done
 echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go packages and modules listed"
 rm -rf "$artifacts"
 
-unit_tests
-
-# The failover tests wait on Redis for most of their two and a half minutes,
-# using little CPU: they run in the background from here on, beside the
-# steps below, and their output is shown in full in the last step.
-failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
-e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
-start_build failovers e2e_shown -run "$failovers"
-
-step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
-"$SEALER_TEST_NODE_BIN/node" --version
-(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
-
 step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
 wait_build promtool
 ensure_promtool
@@ -176,9 +182,6 @@ wait_build helm
 ensure_helm
 ensure_kube_schemas
 (cd e2e && go_release vet -tags deploy ./... && go_release test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
-
-step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
-(cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 
 step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
 wait_build vault
