@@ -22,7 +22,7 @@ import (
 var monitoringFiles = []string{"../deploy/helm/sealer/files/alerts.yaml", "../deploy/helm/sealer/files/dashboard.json"}
 
 // promqlCheck returns the checker built by scripts/test.sh from the pinned
-// Prometheus module (tools/promtool), or fails (CI) or skips the test. It is
+// Prometheus module (tools/go.mod), or fails (CI) or skips the test. It is
 // a program of its own so that Prometheus's dependencies stay out of this
 // module.
 func promqlCheck(t *testing.T) string {

@@ -66,9 +66,6 @@ step_table() {
 # next step if that comes first (bg_check). bg_stop, at exit, ends the
 # builds still running. bg_table lists each build: when it started, its wall
 # and CPU time, and how long the steps waited for it.
-# With bg_nice=N before start_build, the job runs at that niceness: the
-# steps in the foreground, which every later step waits for, then take the
-# cores first, and the job uses what they leave.
 bg_dir="" bg_names=()
 declare -A bg_pid=() bg_t0=() bg_waited=() bg_counted=()
 start_build() {
@@ -80,7 +77,6 @@ start_build() {
   (
     set +e
     me=$BASHPID t0=$(now_cs)
-    [ -z "${bg_nice:-}" ] || renice -n "$bg_nice" -p "$me" >/dev/null
     (set -e; "$@")
     rc=$?
     echo "$rc $(( $(now_cs) - t0 )) $(cpu_cs "$me")" >"$bg_dir/$name.done"

@@ -6,8 +6,8 @@
 #                            tests need
 #   scripts/test.sh quick    lint, vet and the unit tests of every module that
 #                            need no external component (no Vault, Redis,
-#                            podman or Helm); it installs only buf and the
-#                            Node it runs on (tools/node), if they are missing
+#                            Node, podman or Helm); it installs nothing but
+#                            Go modules and buf (npm, tools/buf)
 #
 # Each step prints its wall and CPU time, and a table of all steps ends the
 # run. The tools built from Go modules build in the background while the
@@ -76,8 +76,7 @@ lint_and_vet() {
 }
 
 buf_lint() {
-  step "buf lint"
-  wait_build npm
+  step "buf lint (buf from npm, tools/buf)"
   scripts/buf lint
 }
 
@@ -107,14 +106,11 @@ otelcol_path
 export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
 start_build modules download_modules
 start_build npm npm_packages
-# The tools build at a lower priority than the steps (which are what the
-# run waits for), Vault, the longest and needed first of its chain, above
-# the others.
-bg_nice=5 start_build vault after modules build_vault
-bg_nice=10 start_build go-tools after modules build_go_tools
-bg_nice=10 start_build promtool after go-tools build_promtool
-bg_nice=10 start_build helm after promtool build_helm
-bg_nice=10 start_build otelcol after helm build_otelcol
+start_build vault after modules build_vault
+start_build go-tools after modules build_go_tools
+start_build promtool after go-tools build_promtool
+start_build helm after promtool build_helm
+start_build otelcol after helm build_otelcol
 
 step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); podman and runc for the container image"
 apt_install redis-server redis-server
@@ -128,19 +124,40 @@ buf_lint
 
 unit_tests
 
-# The failover tests wait on Redis for most of their two and a half minutes,
-# using little CPU: they run in the background from here on, beside the
-# steps below, and their output is shown in full in the last step.
+# From here the run has two lanes, so that both cores stay busy to the end
+# (the tools are built by now, or nearly): the steps below in the
+# foreground, and in the background, one after the other, the MCP
+# conformance scenarios, the container image and Helm chart, and the
+# end-to-end tests that are not shown; their output is shown in full at the
+# end. The two Redis failover tests, which wait on Redis for most of their
+# two and a half minutes, run in the background beside both.
+shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
 failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
 e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
+conformance() {
+  echo "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
+  (cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
+}
+deploy_tests() {
+  echo "container image and Helm chart: podman (Debian), Helm (tools/go.mod), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
+  ensure_helm
+  ensure_kube_schemas
+  (cd e2e && go_release vet -tags deploy ./... && go_release test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
+}
+e2e_tests() {
+  echo "end-to-end against the real binaries, Vault and Redis, but those shown in the last step"
+  ensure_vault
+  (cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
+}
 start_build failovers e2e_shown -run "$failovers"
+start_build conformance after npm conformance
+start_build deploy after conformance after helm deploy_tests
+start_build e2e after deploy after vault e2e_tests
 
 step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
+wait_build npm
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
-
-step "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
-(cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 
 step "gen/ matches proto/ (buf generate, then diff)"
 wait_build go-tools
@@ -177,26 +194,20 @@ ensure_promtool
 "$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
 (cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...)
 
-step "container image and Helm chart: podman (Debian), Helm (tools/go.mod), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
-wait_build helm
-ensure_helm
-ensure_kube_schemas
-(cd e2e && go_release vet -tags deploy ./... && go_release test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
-
 step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
 wait_build vault
 ensure_vault
 go test -race -count=1 $(root_packages_needing yes)
 
 # The tests whose figures the README and the issues quote run verbosely in
-# the last step (the failovers among them in the background), so that their
-# lines are in the CI log.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
-step "go test: end-to-end against the real binaries, Vault and Redis"
-(cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
-
+# the last step, so that their lines are in the CI log.
 step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 wait_build otelcol
 ensure_otelcol
 e2e_shown -run "$shown" -skip "$failovers"
+
+step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests"
+wait_build conformance all
+wait_build deploy all
+wait_build e2e all
 wait_build failovers all

@@ -1,3 +1,9 @@
+// The tools that the test command builds from Go modules, all but Vault
+// (tools/vault): one module, so that the packages they share (Kubernetes'
+// client, gRPC, OpenTelemetry, ...) have one version and compile once. The
+// protoc plugins here write gen/: a bump of Helm, Prometheus or the
+// Collector that raises google.golang.org/protobuf or grpc-gateway changes
+// what they write, and the test command's gen/ check then says so.
 module github.com/mcp-sealer/sealer/tools
 
 go 1.26.8
