@@ -106,7 +106,7 @@ ensure_vault() {
 # cache. go tool takes no build flags (GOFLAGS' -gcflags and -trimpath do not
 # reach it), so these build optimized; static, as the other tools.
 # build_go_tools builds them ahead. buf itself is not built: scripts/buf runs
-# its official build from the npm registry (tools/node), the same version,
+# its official build from the npm registry (tools/buf), the same version,
 # which saves the test command about three minutes of CPU on a cold cache.
 go_tool() { CGO_ENABLED=0 go tool -modfile=tools/go.mod "$@"; }
 build_go_tools() {
@@ -116,8 +116,8 @@ build_go_tools() {
   done
 }
 
-# ensure_node installs Node 22, buf (scripts/buf), the MCP conformance suite
-# and the TypeScript examples' packages, and exports the bin directory as SEALER_TEST_NODE_BIN.
+# ensure_node installs Node 22, the MCP conformance suite and the TypeScript
+# examples' packages, and exports the bin directory as SEALER_TEST_NODE_BIN.
 ensure_node() {
   npm ci --prefix tools/node --no-audit --no-fund
   # The TypeScript client (and protoc-gen-es, which buf generate runs): npm

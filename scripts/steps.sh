@@ -79,7 +79,9 @@ start_build() {
     me=$BASHPID t0=$(now_cs)
     (set -e; "$@")
     rc=$?
-    echo "$rc $(( $(now_cs) - t0 )) $(cpu_cs "$me")" >"$bg_dir/$name.done"
+    # Written whole, then renamed: after reads it as soon as it exists.
+    echo "$rc $(( $(now_cs) - t0 )) $(cpu_cs "$me")" >"$bg_dir/$name.done.tmp"
+    mv "$bg_dir/$name.done.tmp" "$bg_dir/$name.done"
     exit "$rc"
   ) </dev/null >"$bg_dir/$name.log" 2>&1 &
   bg_pid[$name]=$!

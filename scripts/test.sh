@@ -12,6 +12,8 @@
 # Each step prints its wall and CPU time, and a table of all steps ends the
 # run. The tools built from Go modules build in the background while the
 # steps that need none of them run; a step waits for its tool (wait_build).
+# The last part of the run has two lanes: some of the tests run in the
+# background beside the steps in the foreground.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -98,7 +100,7 @@ fi
 # The full run. The steps that need no tool built from Go modules come first,
 # then those whose tools build fastest; Vault, the longest build, is needed
 # last: by the service's integration tests and the end-to-end tests.
-step "in the background: every Go module in one download, then the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages (buf among them)"
+step "in the background: every Go module in one download, then the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages (Node 22, the conformance suite, the TypeScript client and examples)"
 vault_path
 promtool_path
 helm_path
@@ -123,6 +125,37 @@ lint_and_vet
 buf_lint
 
 unit_tests
+
+# buf generate rewrites gen/ (clean: true), which every build of the
+# service reads: it runs before the background jobs below start building.
+step "gen/ matches proto/ (buf generate, then diff)"
+wait_build npm
+wait_build go-tools
+scripts/buf generate
+if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
+  git status --porcelain -- gen
+  git diff --stat -- gen
+  echo "gen/ is stale: run 'scripts/buf generate' and commit the result" >&2
+  exit 1
+fi
+
+step "buf breaking: the API is compatible with the last release (proto/releases)"
+last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
+scripts/buf breaking --against "$last_release"
+echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
+
+step "release artifacts: the binary's version and its SBOM (CycloneDX)"
+artifacts=$(mktemp -d)
+buildvcs=false
+git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
+go_release build -buildvcs=$buildvcs -o "$artifacts/sealer" ./cmd/sealer
+"$artifacts/sealer" --version
+go_tool cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
+for module in github.com/mcp-sealer/sealer google.golang.org/grpc github.com/hashicorp/vault/api github.com/redis/go-redis/v9 go.opentelemetry.io/otel; do
+  grep -q "\"name\": \"$module\"" "$artifacts/sealer.cdx.json" || { echo "the SBOM does not list $module" >&2; exit 1; }
+done
+echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go packages and modules listed"
+rm -rf "$artifacts"
 
 # From here the run has two lanes, so that both cores stay busy to the end
 # (the tools are built by now, or nearly): the steps below in the
@@ -155,37 +188,8 @@ start_build deploy after conformance after helm deploy_tests
 start_build e2e after deploy after vault e2e_tests
 
 step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
-wait_build npm
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
-
-step "gen/ matches proto/ (buf generate, then diff)"
-wait_build go-tools
-scripts/buf generate
-if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- gen)" ]; then
-  git status --porcelain -- gen
-  git diff --stat -- gen
-  echo "gen/ is stale: run 'scripts/buf generate' and commit the result" >&2
-  exit 1
-fi
-
-step "buf breaking: the API is compatible with the last release (proto/releases)"
-last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
-scripts/buf breaking --against "$last_release"
-echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
-
-step "release artifacts: the binary's version and its SBOM (CycloneDX)"
-artifacts=$(mktemp -d)
-buildvcs=false
-git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
-go_release build -buildvcs=$buildvcs -o "$artifacts/sealer" ./cmd/sealer
-"$artifacts/sealer" --version
-go_tool cyclonedx-gomod bin -json -output "$artifacts/sealer.cdx.json" "$artifacts/sealer" 2>/dev/null
-for module in github.com/mcp-sealer/sealer google.golang.org/grpc github.com/hashicorp/vault/api github.com/redis/go-redis/v9 go.opentelemetry.io/otel; do
-  grep -q "\"name\": \"$module\"" "$artifacts/sealer.cdx.json" || { echo "the SBOM does not list $module" >&2; exit 1; }
-done
-echo "SBOM: $(grep -c '"purl": "pkg:golang/' "$artifacts/sealer.cdx.json") Go packages and modules listed"
-rm -rf "$artifacts"
 
 step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
 wait_build promtool
@@ -207,7 +211,7 @@ ensure_otelcol
 e2e_shown -run "$shown" -skip "$failovers"
 
 step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests"
+wait_build failovers all
 wait_build conformance all
 wait_build deploy all
 wait_build e2e all
-wait_build failovers all
