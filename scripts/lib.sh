@@ -65,6 +65,9 @@ download_modules() {
 # taken for the other.
 tool_gcflags="all=-N -l"
 tool_kind() { if [ -n "$tool_gcflags" ]; then echo noopt; else echo opt; fi; }
+# files_sum FILE... prints the short hash that names a tool's binary: of the
+# files it is built from (its module's go.mod and go.sum, its main file).
+files_sum() { sha256sum "$@" | sha256sum | cut -c1-12; }
 go_build_once() {
   local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$out" ] && return 0
@@ -88,9 +91,7 @@ go_build_once() {
 # KV and AppRole among them, and none of the cloud and database plugins,
 # which no test uses.
 vault_path() {
-  local sum
-  sum=$(sha256sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$(tool_kind)-$sum"
+  export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$(tool_kind)-$(files_sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go)"
 }
 build_vault() {
   vault_path
@@ -131,9 +132,7 @@ ensure_node() {
 # An OpenTelemetry Collector from pinned modules (tools/otelcol, in the
 # tools module), for the tracing test.
 otelcol_path() {
-  local sum
-  sum=$(sha256sum tools/go.sum tools/go.mod tools/otelcol/main.go | sha256sum | cut -c1-12)
-  export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$(tool_kind)-$sum"
+  export SEALER_TEST_OTELCOL="$tools_cache/otelcol-v0.165.0-$(tool_kind)-$(files_sum tools/go.sum tools/go.mod tools/otelcol/main.go)"
 }
 build_otelcol() {
   otelcol_path
@@ -162,9 +161,7 @@ ensure_podman() {
 
 # Helm from Go modules (the tools module).
 helm_path() {
-  local sum
-  sum=$(sha256sum tools/go.sum tools/go.mod | sha256sum | cut -c1-12)
-  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$(tool_kind)-$sum"
+  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$(tool_kind)-$(files_sum tools/go.sum tools/go.mod)"
 }
 build_helm() {
   helm_path
@@ -198,12 +195,11 @@ ensure_kube_schemas() {
 # promtool and promqlcheck (the check of the alerting rules and dashboard
 # against a live /metrics) from the pinned Prometheus module
 # (the tools module; promqlcheck is tools/promtool/promqlcheck). promtool is
-# built without Prometheus's service
-# discovery plugins (remove_all_sd: the AWS, Azure, GCE, ... SDKs), which
-# checking and testing rules never use.
+# built without Prometheus's service discovery plugins (remove_all_sd: the
+# AWS, Azure, GCE, ... SDKs), which checking and testing rules never use.
 promtool_path() {
   local sum
-  sum=$(cat tools/go.sum tools/go.mod tools/promtool/promqlcheck/main.go | sha256sum | cut -c1-12)
+  sum=$(files_sum tools/go.sum tools/go.mod tools/promtool/promqlcheck/main.go)
   export SEALER_TEST_PROMTOOL="$tools_cache/promtool-v0.316.0-nosd-$(tool_kind)-$sum"
   export SEALER_TEST_PROMQLCHECK="$tools_cache/promqlcheck-v0.316.0-$(tool_kind)-$sum"
 }

@@ -82,6 +82,9 @@ buf_lint() {
   scripts/buf lint
 }
 
+# promqlcheck_tests vets and tests promqlcheck (tools/promtool/promqlcheck).
+promqlcheck_tests() { (cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...); }
+
 unit_tests() {
   step "go test: the unit tests, fuzz seed corpora and examples of the service and the Go SDK adapter, but those that run a Vault or a Redis"
   go test -race -count=1 $(root_packages_needing no)
@@ -93,7 +96,7 @@ if [ "$tier" = quick ]; then
   buf_lint
   unit_tests
   step "promqlcheck's own tests (tools/promtool/promqlcheck)"
-  (cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...)
+  promqlcheck_tests
   exit 0
 fi
 
@@ -196,7 +199,7 @@ wait_build promtool
 ensure_promtool
 "$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
 "$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
-(cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...)
+promqlcheck_tests
 
 step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
 wait_build vault
