@@ -143,6 +143,30 @@ ensure_otelcol() {
   "$SEALER_TEST_OTELCOL" --version
 }
 
+# The Python package's environment (clients/python): a virtual environment
+# of the machine's python3 with requirements.lock installed, every hash
+# checked, kept in the tool cache and named by the lock's hash. Its python
+# is exported as SEALER_TEST_PYTHON. A venv's scripts name its path, so it
+# is built in place and marked complete at the end.
+python_path() {
+  export SEALER_TEST_PYTHON="$tools_cache/python-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-$(files_sum clients/python/requirements.lock)/bin/python"
+}
+build_python() {
+  python_path
+  local venv
+  venv=$(dirname "$(dirname "$SEALER_TEST_PYTHON")")
+  [ -e "$venv/.complete" ] && return 0
+  echo "installing clients/python/requirements.lock into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r clients/python/requirements.lock
+  touch "$venv/.complete"
+}
+ensure_python() {
+  build_python
+  "$SEALER_TEST_PYTHON" --version
+}
+
 # ensure_ts_naive_server installs the packages of the TypeScript MCP server
 # that the sealer-proxy tests put behind the proxy (e2e/testdata).
 ensure_ts_naive_server() {

@@ -1,0 +1,125 @@
+"""The sealer over gRPC: grpc.aio and the stubs generated from proto/."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+import grpc.aio
+from google.rpc import error_details_pb2, status_pb2
+
+from .client import (
+    DEFAULT_TIMEOUT,
+    Binding,
+    FlowRequest,
+    Opened,
+    Sealed,
+    Token,
+    open_request_proto,
+    opened_of,
+    seal_request_proto,
+    sealed_of,
+    token_of,
+)
+from .errors import Reason, SealerError
+from .gen.sealer.v1 import sealer_pb2_grpc
+from .tls import TLS
+
+_STATUS_DETAILS = "grpc-status-details-bin"
+# The largest reply read from the sealer: a 64 KiB payload and its message fit many times.
+_MAX_REPLY = 1 << 20
+
+
+class GrpcClient:
+    """A client of the sealer's gRPC API. Safe for concurrent use by the tasks of one event loop."""
+
+    def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname or u.port is None:
+            raise ValueError("the sealer's URL must be http://host:port or https://host:port")
+        target = u.netloc
+        options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", _MAX_REPLY)]
+        if u.scheme == "https" or tls is not None:
+            t = tls or TLS()
+            creds = grpc.ssl_channel_credentials(root_certificates=t.ca, private_key=t.key, certificate_chain=t.cert)
+            if t.server_name:
+                options.append(("grpc.ssl_target_name_override", t.server_name))
+            self._channel = grpc.aio.secure_channel(target, creds, options=options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=options)
+        self._stub = sealer_pb2_grpc.SealerStub(self._channel)
+        self._token = token
+        self._timeout = timeout
+
+    async def _metadata(self) -> tuple[tuple[str, str], ...]:
+        token = await token_of(self._token)
+        return (("authorization", f"Bearer {token}"),) if token else ()
+
+    async def seal(
+        self,
+        *,
+        principal: str,
+        request: Binding,
+        payload: bytes = b"",
+        ttl: float | None = None,
+        one_time: bool = False,
+        flow: FlowRequest | None = None,
+        timeout: float | None = None,
+    ) -> Sealed:
+        msg = seal_request_proto(principal, request, payload, ttl, one_time, flow)
+        try:
+            res = await self._stub.Seal(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
+        except grpc.aio.AioRpcError as e:
+            raise from_grpc(e) from None
+        return sealed_of(res, flow is not None)
+
+    async def open(
+        self,
+        request_state: str,
+        *,
+        principal: str,
+        request: Binding,
+        responded: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> Opened:
+        msg = open_request_proto(request_state, principal, request, responded)
+        try:
+            res = await self._stub.Open(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
+        except grpc.aio.AioRpcError as e:
+            raise from_grpc(e) from None
+        return opened_of(res, request_state)
+
+    async def close(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def __aenter__(self) -> GrpcClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def from_grpc(e: grpc.aio.AioRpcError) -> SealerError:
+    """Maps a gRPC error to a SealerError with the reason of its google.rpc.ErrorInfo
+    (UNSPECIFIED when it has none: the sealer unreachable, a deadline)."""
+    reason = Reason.UNSPECIFIED
+    trailers: Any = e.trailing_metadata() or ()
+    for key, value in trailers:
+        if key != _STATUS_DETAILS or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status()
+        try:
+            status.ParseFromString(value)
+        except Exception:  # not a google.rpc.Status: no reason
+            break
+        for d in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if d.Is(info.DESCRIPTOR) and d.Unpack(info):
+                reason = Reason.parse(info.reason)
+                break
+        break
+    code = e.code()
+    message = (e.details() or code.name.lower())[:512]
+    return SealerError(reason, message if message.startswith("sealer") else f"sealer: {message}", code.value[0])

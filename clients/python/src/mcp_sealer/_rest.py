@@ -1,0 +1,163 @@
+"""The sealer over REST: the grpc-gateway mapping (POST /v1/seal and /v1/open
+with the proto's JSON), with httpx."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import tempfile
+from collections.abc import Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from .client import (
+    DEFAULT_TIMEOUT,
+    Binding,
+    FlowRequest,
+    Opened,
+    Sealed,
+    Token,
+    open_request_proto,
+    opened_of,
+    seal_request_proto,
+    sealed_of,
+    token_of,
+)
+from .errors import Reason, SealerError
+from .gen.sealer.v1 import sealer_pb2 as pb
+from .tls import TLS
+
+# The largest reply read from the sealer: a 64 KiB payload in base64 and its JSON fit many times.
+_MAX_REPLY = 1 << 20
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+M = TypeVar("M", bound=Message)
+
+
+class RestClient:
+    """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop."""
+
+    def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError("the sealer's URL must be http://host:port or https://host:port")
+        verify: ssl.SSLContext | bool = True
+        if tls is not None:
+            verify = _ssl_context(tls)
+        self._http = httpx.AsyncClient(
+            base_url=f"{u.scheme}://{u.netloc}",
+            verify=verify,
+            timeout=timeout,
+            limits=httpx.Limits(max_keepalive_connections=64, max_connections=256),
+        )
+        self._token = token
+        self._timeout = timeout
+        self._extensions = {"sni_hostname": tls.server_name} if tls is not None and tls.server_name else {}
+
+    async def _post(self, path: str, msg: Message, reply: M, timeout: float | None) -> M:
+        headers = {"content-type": "application/json"}
+        token = await token_of(self._token)
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        body = json.dumps(json_format.MessageToDict(msg), separators=(",", ":"))
+        try:
+            async with self._http.stream(
+                "POST", path, content=body.encode(), headers=headers, timeout=timeout or self._timeout,
+                extensions=self._extensions,
+            ) as res:
+                if int(res.headers.get("content-length") or 0) > _MAX_REPLY:
+                    raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code)
+                data = bytearray()
+                async for chunk in res.aiter_bytes():
+                    data += chunk
+                    if len(data) > _MAX_REPLY:
+                        raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code)
+                status = res.status_code
+        except httpx.TimeoutException:
+            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded") from None
+        except httpx.HTTPError:
+            raise SealerError(Reason.UNSPECIFIED, "sealer: unreachable") from None
+        try:
+            parsed: Any = json.loads(data)
+        except ValueError:
+            raise SealerError(Reason.UNSPECIFIED, f"sealer: HTTP {status} without a JSON body", status) from None
+        if status != 200:
+            raise from_rest(status, parsed)
+        try:
+            return json_format.ParseDict(parsed, reply, ignore_unknown_fields=True)
+        except (json_format.ParseError, TypeError, ValueError):
+            raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", status) from None
+
+    async def seal(
+        self,
+        *,
+        principal: str,
+        request: Binding,
+        payload: bytes = b"",
+        ttl: float | None = None,
+        one_time: bool = False,
+        flow: FlowRequest | None = None,
+        timeout: float | None = None,
+    ) -> Sealed:
+        msg = seal_request_proto(principal, request, payload, ttl, one_time, flow)
+        res = await self._post("/v1/seal", msg, pb.SealResponse(), timeout)
+        return sealed_of(res, flow is not None)
+
+    async def open(
+        self,
+        request_state: str,
+        *,
+        principal: str,
+        request: Binding,
+        responded: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> Opened:
+        msg = open_request_proto(request_state, principal, request, responded)
+        res = await self._post("/v1/open", msg, pb.OpenResponse(), timeout)
+        return opened_of(res, request_state)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> RestClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def from_rest(status: int, body: object) -> SealerError:
+    """Maps a gateway error body ({code, message, details: [ErrorInfo...]}) to a SealerError."""
+    reason = Reason.UNSPECIFIED
+    message = f"HTTP {status}"
+    if isinstance(body, dict):
+        m = body.get("message")
+        if isinstance(m, str) and m:
+            message = m[:512]
+        details = body.get("details")
+        if isinstance(details, list):
+            for d in details:
+                if isinstance(d, dict) and d.get("@type") == _ERROR_INFO:
+                    reason = Reason.parse(d.get("reason"))
+                    break
+    return SealerError(reason, message if message.startswith("sealer") else f"sealer: {message}", status)
+
+
+def _ssl_context(tls: TLS) -> ssl.SSLContext:
+    # With a CA given, only that CA (the system's roots are not loaded), as the gRPC client trusts only it.
+    ctx = ssl.create_default_context(cadata=tls.ca.decode() if tls.ca else None)
+    if tls.cert is not None and tls.key is not None:
+        # ssl loads a certificate chain only from files: a private directory, removed at once.
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            for path, data in ((cert, tls.cert), (key, tls.key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            ctx.load_cert_chain(cert, key)
+    return ctx

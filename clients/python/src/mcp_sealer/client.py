@@ -1,0 +1,267 @@
+"""What both transports share: the calls, the bindings, the results.
+
+A client binds every state to the request it belongs to by the request
+digest (FORMAT.md, "Request digest"), computed in process and sent as 32
+bytes, as the Go and TypeScript clients do.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+
+from .digest import request_digest
+from .errors import Reason, SealerError, invalid_argument
+from .gen.sealer.v1 import sealer_pb2 as pb
+
+#: The deadline of each call, in seconds, unless the call or the client gives its own.
+DEFAULT_TIMEOUT = 10.0
+
+#: A bearer token, or a function (sync or async) that returns one for each call.
+Token = str | Callable[[], str] | Callable[[], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Request:
+    """The MCP request a state belongs to: its method and its params as the MCP
+    server received them (only ``name``, ``arguments`` and ``uri`` count).
+
+    The digest is computed in process and sent as 32 bytes; with
+    ``digest_on_server`` the params are sent instead and the sealer digests
+    them (the same digest, more bytes on the wire).
+    """
+
+    method: str
+    params: Mapping[str, Any]
+    digest_on_server: bool = False
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | None = None) -> Request:
+    """Binds to a tools/call request: its tool name and its arguments as received (None when absent)."""
+    return Request("tools/call", {"name": name} if arguments is None else {"name": name, "arguments": arguments})
+
+
+def prompt_get(name: str, arguments: Mapping[str, str] | None = None) -> Request:
+    """Binds to a prompts/get request: its prompt name and its arguments (None when absent)."""
+    return Request("prompts/get", {"name": name} if arguments is None else {"name": name, "arguments": arguments})
+
+
+def resource_read(uri: str) -> Request:
+    """Binds to a resources/read request: its uri."""
+    return Request("resources/read", {"uri": uri})
+
+
+#: A binding: the request, or a 32-byte digest of the caller's own.
+Binding = Request | bytes
+
+
+@dataclass(frozen=True)
+class FlowRequest:
+    """Makes a state one round of a flow (FORMAT.md, "Flows").
+
+    ``continues`` is the state of the round before, exactly as the retry
+    carried it and open accepted it (``flow_after`` sets it); empty starts a
+    new flow. ``latest_only``: once a round opened, no state of it or of an
+    earlier round opens again (no rewind, no fork). ``asked``: the keys of
+    the inputRequests this round asks, which the retry must answer exactly
+    (INPUT_MISMATCH); None leaves them unbound.
+    """
+
+    continues: str = ""
+    latest_only: bool = False
+    asked: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What the sealer says of a state's flow."""
+
+    id: bytes  # 16 bytes, the same in every round
+    round: int  # from 1
+    deadline: _dt.datetime  # no state of the flow opens after it
+    latest_only: bool
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A new requestState."""
+
+    request_state: str
+    expires_at: _dt.datetime
+    flow: Flow | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What an open returns. ``request_state`` is the state that opened, as given
+    to open: what the next round continues (``flow_after``)."""
+
+    payload: bytes = field(repr=False)
+    issued_at: _dt.datetime
+    expires_at: _dt.datetime
+    request_state: str = field(repr=False)
+    flow: Flow | None = None
+
+
+class SealerClient(Protocol):
+    """A sealer client over gRPC or REST: ``grpc_client`` or ``rest_client``."""
+
+    async def seal(
+        self,
+        *,
+        principal: str,
+        request: Binding,
+        payload: bytes = b"",
+        ttl: float | None = None,
+        one_time: bool = False,
+        flow: FlowRequest | None = None,
+        timeout: float | None = None,
+    ) -> Sealed:
+        """Returns a new requestState bound to the principal and the request."""
+        ...
+
+    async def open(
+        self,
+        request_state: str,
+        *,
+        principal: str,
+        request: Binding,
+        responded: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> Opened:
+        """Checks a state against the retry presenting it and returns what was sealed;
+        a refused state raises a SealerError whose ``rejected`` is true."""
+        ...
+
+    async def close(self) -> None:
+        """Closes the connections."""
+        ...
+
+
+def input_keys(m: object) -> list[str] | None:
+    """The keys of an inputRequests or inputResponses mapping, for ``FlowRequest.asked``
+    and ``open(responded=...)``: [] for None (no inputResponses at all). Anything but
+    a mapping has no keys to tell and gives None: not known, which opens no state
+    whose round asked keys."""
+    if m is None:
+        return []
+    if not isinstance(m, Mapping):
+        return None
+    return [str(k) for k in m]
+
+
+def flow_after(opened: Opened | None, latest_only: bool = True, asked: Sequence[str] | None = None) -> FlowRequest:
+    """The flow of the round after ``opened``: its continuation when it has a flow,
+    else a new flow (the request's first round, or a state sealed without one)."""
+    continues = opened.request_state if opened is not None and opened.flow is not None else ""
+    return FlowRequest(continues=continues, latest_only=latest_only, asked=asked)
+
+
+# The proto messages of a call, the same over gRPC and REST.
+
+
+def binding_proto(b: Binding) -> pb.Binding:
+    if isinstance(b, bytes):
+        if len(b) != 32:
+            raise invalid_argument("a digest is 32 bytes")
+        return pb.Binding(digest=b)
+    if not isinstance(b, Request):
+        raise invalid_argument("request must be a Request or a 32-byte digest")
+    if b.digest_on_server:
+        params = struct_pb2.Struct()
+        try:
+            params.update(b.params)
+        except (TypeError, ValueError) as e:
+            raise invalid_argument("params must be JSON") from e
+        return pb.Binding(method=b.method, params=params)
+    return pb.Binding(digest=request_digest(b.method, b.params))
+
+
+def _keys_proto(keys: Sequence[str] | None, what: str) -> pb.InputKeys | None:
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not all(isinstance(k, str) and _well_formed(k) for k in keys):
+        raise invalid_argument(f"{what} must be strings of valid Unicode")
+    return pb.InputKeys(keys=list(keys))
+
+
+def _well_formed(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _duration(ttl: float | None) -> duration_pb2.Duration | None:
+    if ttl is None:
+        return None
+    ms = round(ttl * 1000)
+    if not ttl > 0 or ms <= 0:
+        raise invalid_argument("ttl must be a positive number of seconds (whole milliseconds)")
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def seal_request_proto(
+    principal: str, request: Binding, payload: bytes, ttl: float | None, one_time: bool, flow: FlowRequest | None
+) -> pb.SealRequest:
+    msg = pb.SealRequest(principal=principal, request=binding_proto(request), payload=bytes(payload), one_time=one_time)
+    d = _duration(ttl)
+    if d is not None:
+        msg.ttl.CopyFrom(d)
+    if flow is not None:
+        msg.flow.CopyFrom(pb.FlowRequest(continues=flow.continues, latest_only=flow.latest_only))
+        asked = _keys_proto(flow.asked, "asked")
+        if asked is not None:
+            msg.flow.asked.CopyFrom(asked)
+    return msg
+
+
+def open_request_proto(request_state: str, principal: str, request: Binding, responded: Sequence[str] | None) -> pb.OpenRequest:
+    msg = pb.OpenRequest(request_state=request_state, principal=principal, request=binding_proto(request))
+    keys = _keys_proto(responded, "responded")
+    if keys is not None:
+        msg.responded.CopyFrom(keys)
+    return msg
+
+
+def sealed_of(res: pb.SealResponse, asked_flow: bool) -> Sealed:
+    flow = _flow_of(res.flow) if res.HasField("flow") else None
+    # A release without flows ignores the request and seals a plain state:
+    # never hand that out as a round of a flow.
+    if asked_flow and flow is None:
+        raise SealerError(Reason.UNSPECIFIED, "sealer: the sealer sealed no flow (a release without flows?)")
+    return Sealed(request_state=res.request_state, expires_at=_time(res.expires_at), flow=flow)
+
+
+def opened_of(res: pb.OpenResponse, request_state: str) -> Opened:
+    return Opened(
+        payload=res.payload,
+        issued_at=_time(res.issued_at),
+        expires_at=_time(res.expires_at),
+        request_state=request_state,
+        flow=_flow_of(res.flow) if res.HasField("flow") else None,
+    )
+
+
+def _flow_of(f: pb.Flow) -> Flow:
+    if len(f.id) != 16 or f.round < 1 or not f.HasField("deadline"):
+        raise SealerError(Reason.UNSPECIFIED, "sealer: malformed flow in the sealer's reply")
+    return Flow(id=f.id, round=f.round, deadline=_time(f.deadline), latest_only=f.latest_only)
+
+
+def _time(t: timestamp_pb2.Timestamp) -> _dt.datetime:
+    return t.ToDatetime(tzinfo=_dt.timezone.utc)
+
+
+async def token_of(token: Token | None) -> str | None:
+    if token is None or isinstance(token, str):
+        return token
+    t = token()
+    if isinstance(t, Awaitable):
+        return await t
+    return t

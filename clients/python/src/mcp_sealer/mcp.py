@@ -1,0 +1,282 @@
+"""The sealer as the requestState boundary of the official MCP SDK (``mcp`` 2.x:
+``MCPServer`` and the low-level ``Server``) and of FastMCP.
+
+    states = sealed_request_state(server, grpc_client("http://127.0.0.1:7443"))
+
+takes the place of the SDK's ``RequestStateBoundary`` in the server's
+middleware. Handlers keep the SDK's idiom: they return
+``InputRequiredResult(input_requests=..., request_state="...")`` and read
+``ctx.request_state`` on the retry. The middleware seals every outgoing
+``request_state`` with the sealer, bound to the principal, to the request's
+method, name and arguments (or uri), and to the keys of the
+``input_requests`` it returns with; and opens every echoed state with the
+retry's own principal, request and ``inputResponses`` keys before any handler
+runs, so a handler only ever sees a state it sealed for this very request.
+
+Every state is a round of a flow (FORMAT.md, "Flows"): a handler that asks
+again on a retry whose state opened seals the next round of that flow, so
+the rounds of one request share one deadline and a round limit; with
+``latest_only`` (the default) a round once answered never opens again (no
+rewind, no fork). ``one_time`` makes every state open at most once;
+``states.input_required(...)`` sets it, or the TTL, for one round.
+
+A refused state is answered as the SDK answers it: JSON-RPC -32602 "Invalid
+or expired requestState" with ``data.reason`` ``invalid_request_state``;
+the sealer's reason goes to this module's logger only. A sealer that cannot
+answer is tried a bounded number of times, then the request fails closed
+(-32603, the handler never runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, authenticated_principal
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
+from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
+
+from .client import Opened, Request, SealerClient, flow_after, input_keys
+from .errors import Reason, SealerError
+
+__all__ = ["ANONYMOUS", "SealedRequestState", "sealed_request_state"]
+
+logger = logging.getLogger(__name__)
+
+#: The principal of unauthenticated callers: every such caller shares it, as
+#: every caller shares the SDK's unbound (None) principal.
+ANONYMOUS = "anonymous"
+
+Principal = Callable[[ServerRequestContext[Any, Any]], "str | Awaitable[str | None] | None"]
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class _Round:
+    """What the middleware knows of the request being handled: the state it
+    opened, and what the handler asked of the round it returns."""
+
+    opened: Opened | None = None
+    one_time: bool | None = None
+    ttl_seconds: float | None = None
+
+
+_current: contextvars.ContextVar[_Round] = contextvars.ContextVar("mcp_sealer_round")
+
+
+def _reject(method: str, why: str) -> NoReturn:
+    """Refuses a state as the SDK's boundary does: the same wire error for every cause."""
+    logger.warning("requestState rejected on %s: %s", method, why)
+    raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"})
+
+
+def _fail(method: str, what: str, err: BaseException) -> NoReturn:
+    logger.error("requestState %s failed on %s: %s", what, method, err)
+    raise MCPError(code=INTERNAL_ERROR, message="Internal error")
+
+
+class SealedRequestState:
+    """A server middleware that seals and opens ``requestState`` with the sealer.
+
+    Install it with ``sealed_request_state``, which also removes the SDK's own
+    boundary. ``principal`` says who the request comes from (default: the SDK's
+    authenticated principal, or ``ANONYMOUS``); it may be async.
+    """
+
+    def __init__(
+        self,
+        sealer: SealerClient,
+        *,
+        principal: Principal = authenticated_principal,
+        ttl_seconds: float | None = None,
+        one_time: bool = False,
+        flows: bool = True,
+        latest_only: bool = True,
+        attempts: int = 3,
+        backoff_seconds: float = 0.05,
+        timeout: float | None = None,
+    ) -> None:
+        self.sealer = sealer
+        self._principal = principal
+        self._ttl = ttl_seconds
+        self._one_time = one_time
+        self._flows = flows
+        self._latest_only = latest_only
+        self._attempts = max(1, attempts)
+        self._backoff = backoff_seconds
+        self._timeout = timeout
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method not in INPUT_REQUIRED_METHODS:
+            return await call_next(ctx)
+        params: Mapping[str, Any] = ctx.params or {}
+        round_ = _Round()
+        wire = params.get("requestState")
+        # An explicit JSON null counts as absent, as in the SDK: stripping
+        # the member is in any client's power.
+        if wire is not None:
+            round_.opened = await self._open(ctx, params, wire)
+            try:
+                plaintext = round_.opened.payload.decode("utf-8")
+            except UnicodeDecodeError:
+                _reject(ctx.method, "the payload is not text (sealed by something other than this middleware)")
+            ctx = dataclasses.replace(ctx, params={**params, "requestState": plaintext})
+        token = _current.set(round_)
+        try:
+            result = await call_next(ctx)
+        finally:
+            _current.reset(token)
+        return await self._seal_result(ctx, params, result, round_)
+
+    async def _open(self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], wire: object) -> Opened:
+        if not isinstance(wire, str):
+            _reject(ctx.method, "a requestState that is not a string")
+        principal = await self._principal_of(ctx, lambda why: _reject(ctx.method, why))
+        try:
+            return await self._retrying(
+                lambda: self.sealer.open(
+                    wire,
+                    principal=principal,
+                    request=Request(ctx.method, params),
+                    responded=input_keys(params.get("inputResponses")),
+                    timeout=self._timeout,
+                )
+            )
+        except SealerError as e:
+            if e.rejected or e.reason is Reason.INVALID_ARGUMENT:
+                _reject(ctx.method, e.reason.name)
+            _fail(ctx.method, f"open ({e.reason.name})", e)
+
+    async def _seal_result(
+        self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], result: HandlerResult, round_: _Round
+    ) -> HandlerResult:
+        # Spec-path results arrive as wire mappings; a short-circuiting
+        # middleware may return a model.
+        if not is_input_required(result):
+            return result
+        if isinstance(result, Mapping):
+            state, asked = result.get("requestState"), result.get("inputRequests")
+        else:
+            state, asked = result.request_state, result.input_requests
+        if state is None:
+            return result
+        if not isinstance(state, str):
+            _fail(ctx.method, "seal", TypeError("the handler's request_state is not a str"))
+        sealed = await self._seal(ctx, params, state, asked, round_)
+        if isinstance(result, Mapping):
+            return {**result, "requestState": sealed}
+        return result.model_copy(update={"request_state": sealed})
+
+    async def _seal(
+        self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], state: str, asked: object, round_: _Round
+    ) -> str:
+        principal = await self._principal_of(ctx, lambda why: _fail(ctx.method, "seal", ValueError(why)))
+        flow = None
+        if self._flows:
+            keys = input_keys(asked) if isinstance(asked, Mapping) else None
+            flow = flow_after(round_.opened, latest_only=self._latest_only, asked=keys)
+        one_time = self._one_time if round_.one_time is None else round_.one_time
+        ttl = self._ttl if round_.ttl_seconds is None else round_.ttl_seconds
+        try:
+            sealed = await self._retrying(
+                lambda: self.sealer.seal(
+                    principal=principal,
+                    request=Request(ctx.method, params),
+                    payload=state.encode("utf-8"),
+                    ttl=ttl,
+                    one_time=one_time,
+                    flow=flow,
+                    timeout=self._timeout,
+                )
+            )
+        except UnicodeEncodeError as e:
+            _fail(ctx.method, "seal", e)
+        except SealerError as e:
+            # A flow past its deadline or out of rounds: the client starts over.
+            if e.rejected:
+                _reject(ctx.method, e.reason.name)
+            _fail(ctx.method, f"seal ({e.reason.name})", e)
+        return sealed.request_state
+
+    async def _principal_of(self, ctx: ServerRequestContext[Any, Any], fail: Callable[[str], NoReturn]) -> str:
+        try:
+            p = self._principal(ctx)
+            if inspect.isawaitable(p):
+                p = await p
+        except Exception:  # deny on error: a raising principal function fails closed
+            logger.exception("the principal function raised on %s", ctx.method)
+            fail("principal function error")
+        if p is None:
+            return ANONYMOUS
+        if not isinstance(p, str) or p == "":
+            fail("the principal function returned no principal")
+        return p
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        for i in range(1, self._attempts + 1):
+            try:
+                return await call()
+            except SealerError as e:
+                if not e.retryable or i >= self._attempts:
+                    raise
+                await asyncio.sleep(self._backoff * 2 ** (i - 1))
+        raise AssertionError("unreachable")
+
+    def input_required(
+        self,
+        input_requests: Mapping[str, Any],
+        request_state: str,
+        *,
+        one_time: bool | None = None,
+        ttl_seconds: float | None = None,
+    ) -> InputRequiredResult:
+        """The ``input_required`` result asking ``input_requests``, carrying
+        ``request_state`` for the next round; the middleware seals it when the
+        handler returns it, with ``one_time`` and ``ttl_seconds`` for this round
+        if given. Call it from a handler the middleware is serving."""
+        round_ = _current.get(None)
+        if round_ is None:
+            raise RuntimeError("input_required called outside a request this middleware serves")
+        round_.one_time, round_.ttl_seconds = one_time, ttl_seconds
+        return InputRequiredResult(input_requests=dict(input_requests), request_state=request_state)
+
+    def opened(self) -> Opened | None:
+        """The state the middleware opened for the request being handled (its flow
+        and times; the payload is the handler's ``ctx.request_state``), or None."""
+        round_ = _current.get(None)
+        return round_.opened if round_ is not None else None
+
+
+def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -> SealedRequestState:
+    """Installs a ``SealedRequestState`` (``options`` are its keyword arguments)
+    on ``server`` — an ``MCPServer``, a low-level ``Server`` or a ``FastMCP`` —
+    in the place of the SDK's ``RequestStateBoundary``, which it removes, so
+    that no state is sealed twice or under the SDK's own per-process key.
+    Returns the middleware, whose ``input_required`` handlers may call."""
+    mw = SealedRequestState(sealer, **options)
+    chain = _middleware_of(server)
+    at = next((i for i, m in enumerate(chain) if isinstance(m, RequestStateBoundary)), None)
+    chain[:] = [m for m in chain if not isinstance(m, RequestStateBoundary | SealedRequestState)]
+    if at is None:
+        # The low-level Server installs no boundary: place it where the SDK
+        # would, after its built-ins (OpenTelemetry) and before the user's.
+        at = sum(1 for m in chain if type(m).__module__.startswith(("mcp.", "fastmcp.")))
+    chain.insert(min(at, len(chain)), mw)
+    return mw
+
+
+def _middleware_of(server: object) -> list[Any]:
+    # FastMCP keeps the SDK's low-level server (and its middleware) apart
+    # from its own middleware list.
+    lowlevel = getattr(server, "_mcp_server", None)
+    chain = getattr(lowlevel if lowlevel is not None else server, "middleware", None)
+    if not isinstance(chain, list):
+        raise TypeError("sealed_request_state: server must be an MCPServer, a low-level mcp Server or a FastMCP")
+    return chain

@@ -1,0 +1,18 @@
+"""How a client reaches a sealer over TLS: the CA that signed its certificate,
+and a client certificate for mutual TLS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TLS:
+    """TLS to the sealer: ``ca`` (PEM) verifies the sealer's certificate (the
+    system's roots when None); ``cert`` and ``key`` (PEM) are a client
+    certificate for mutual TLS; ``server_name`` overrides the name checked."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = field(default=None, repr=False)
+    server_name: str | None = None
