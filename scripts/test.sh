@@ -6,8 +6,10 @@
 #                            tests need
 #   scripts/test.sh quick    lint, vet and the unit tests of every module that
 #                            need no external component (no Vault, Redis,
-#                            Node, podman or Helm); it installs nothing but
-#                            Go modules and buf (npm, tools/buf)
+#                            Node, podman or Helm), the Python package's
+#                            included; it installs nothing but Go modules,
+#                            buf (npm, tools/buf) and the Python package's
+#                            environment (clients/python/requirements.lock)
 #
 # Each step prints its wall and CPU time, and a table of all steps ends the
 # run. The tools built from Go modules build in the background while the
@@ -91,10 +93,49 @@ unit_tests() {
   (cd client/gosdk && go test -race -count=1 ./...)
 }
 
+# python_checks runs in the Python package's environment (SEALER_TEST_PYTHON):
+# mcp_sealer/gen regenerated and compared with what is committed, ruff, mypy
+# --strict, and the tests of clients/python (the arguments go to pytest).
+python_checks() {
+  local py=$SEALER_TEST_PYTHON bin
+  bin=$(dirname "$py")
+  PYTHON=$py clients/python/scripts/generate.sh
+  if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- clients/python/src/mcp_sealer/gen)" ]; then
+    git status --porcelain -- clients/python/src/mcp_sealer/gen
+    echo "clients/python/src/mcp_sealer/gen is stale: run clients/python/scripts/generate.sh and commit the result" >&2
+    exit 1
+  fi
+  (cd clients/python && "$bin/ruff" check src tests bench && "$bin/mypy" && "$py" -m pytest -p no:cacheprovider "$@")
+  (cd examples/python && "$bin/ruff" check --config ../../clients/python/pyproject.toml .)
+}
+
+# python_package builds the wheel and the sdist of clients/python (python -m
+# build, its backend from the lock: no download), installs the wheel into a
+# fresh virtual environment (its dependencies from the lock, hashes
+# checked, the wheel by its own hash) and runs the README's three lines
+# there, outside the source tree, against a sealer.
+python_package() {
+  local dist venv reqs
+  dist=$(mktemp -d) venv=$(mktemp -d)
+  (cd clients/python && "$SEALER_TEST_PYTHON" -m build --no-isolation --outdir "$dist" . >/dev/null)
+  ls "$dist"
+  reqs="$venv/requirements.txt"
+  cp clients/python/requirements.lock "$reqs"
+  echo "mcp-sealer @ file://$(ls "$dist"/*.whl) --hash=sha256:$(sha256sum "$dist"/*.whl | cut -d' ' -f1)" >>"$reqs"
+  python3 -m venv "$venv/env"
+  "$venv/env/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$reqs"
+  local root=$PWD
+  (cd "$venv" && "$venv/env/bin/python" "$root/clients/python/tests/readme_lines.py" "$SEALER_TEST_SEALER")
+  rm -rf "$dist" "$venv"
+}
+
 if [ "$tier" = quick ]; then
   lint_and_vet
   buf_lint
   unit_tests
+  step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests (the digest against the vectors and against Go's, 10,000 generated params)"
+  ensure_python
+  python_checks --ignore=tests/integration
   step "promqlcheck's own tests (tools/promtool/promqlcheck)"
   promqlcheck_tests
   exit 0
@@ -105,12 +146,14 @@ fi
 # last: by the service's integration tests and the end-to-end tests.
 step "in the background: every Go module in one download, then the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages (Node 22, the conformance suite, the TypeScript client and examples)"
 vault_path
+python_path
 promtool_path
 helm_path
 otelcol_path
 export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
 start_build modules download_modules
 start_build npm npm_packages
+start_build python build_python
 start_build vault after modules build_vault
 start_build go-tools after modules build_go_tools
 start_build promtool after go-tools build_promtool
@@ -188,11 +231,19 @@ e2e_tests() {
 start_build failovers e2e_shown -run "$failovers"
 start_build conformance after npm conformance
 start_build deploy after conformance after helm deploy_tests
-start_build e2e after deploy after vault e2e_tests
+start_build e2e after deploy after vault after python e2e_tests
 
 step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
+
+step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests, integration tests against the real sealer binary and the example MCP servers; the wheel and sdist, installed into a fresh environment"
+wait_build python
+ensure_python
+export SEALER_TEST_SEALER="$bg_dir/sealer"
+go_release build -o "$SEALER_TEST_SEALER" ./cmd/sealer
+python_checks
+python_package
 
 step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
 wait_build promtool
