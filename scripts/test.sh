@@ -214,7 +214,7 @@ shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|
 failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
 e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
 conformance() {
-  echo "MCP conformance: the 14 input-required-result scenarios against the example MCP server and a real sealer"
+  echo "MCP conformance: the 14 input-required-result scenarios against the example MCP servers (Go, TypeScript, Python on MCPServer and FastMCP), each with a real sealer"
   (cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
 }
 deploy_tests() {
@@ -229,7 +229,7 @@ e2e_tests() {
   (cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
 }
 start_build failovers e2e_shown -run "$failovers"
-start_build conformance after npm conformance
+start_build conformance after npm after python conformance
 start_build deploy after conformance after helm deploy_tests
 start_build e2e after deploy after vault after python e2e_tests
 

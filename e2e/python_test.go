@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
+)
+
+// The Python side: the client package mcp_sealer (clients/python/src) and
+// its seam for the official MCP Python SDK and FastMCP, and the example MCP
+// servers built on them (examples/python), each against a real sealer. The
+// interpreter is the test environment's (SEALER_TEST_PYTHON), whose
+// site-packages hold mcp, fastmcp, uvicorn and the client's dependencies;
+// the client package itself is taken from the source tree (PYTHONPATH).
+
+// pythonBin returns the Python interpreter of the test environment, or fails
+// (CI) or skips the test.
+func pythonBin(t *testing.T) string {
+	t.Helper()
+	python := os.Getenv("SEALER_TEST_PYTHON")
+	if _, err := os.Stat(python); python == "" || err != nil {
+		testenv.Missing(t, "no Python (SEALER_TEST_PYTHON=%q)", python)
+	}
+	return python
+}
+
+// pythonCommand is python with args, importing mcp_sealer from the source
+// tree, unbuffered, and writing no bytecode into the tree.
+func pythonCommand(t *testing.T, python string, args ...string) *exec.Cmd {
+	t.Helper()
+	src, err := filepath.Abs("../clients/python/src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "NO_COLOR=1")
+	return cmd
+}
+
+// startPyMCP runs the Python example MCP server examples/python/<server>
+// (server.py on MCPServer, fastmcp_server.py on FastMCP) against the sealer
+// s, over gRPC or, with --rest, REST, and returns its URL once it listens.
+// Other flags (--one-time) go to the server as given.
+func startPyMCP(t *testing.T, python string, s *proc, server string, flags ...string) string {
+	t.Helper()
+	sealerURL := "http://" + s.GRPC
+	for _, f := range flags {
+		if f == "--rest" {
+			sealerURL = "http://" + s.HTTP
+		}
+	}
+	cmd := pythonCommand(t, python, append([]string{filepath.Join("../examples/python", server),
+		"--addr", "127.0.0.1:0", "--sealer", sealerURL}, flags...)...)
+	return startUntil(t, cmd, regexp.MustCompile(`^listening on (http://\S+/mcp)$`))[1]
+}
+
+// pyServers are the Python example MCP servers: the same tools on the
+// official SDK's MCPServer and on FastMCP.
+var pyServers = []struct{ name, file string }{
+	{"MCPServer", "server.py"},
+	{"FastMCP", "fastmcp_server.py"},
+}
+
+// TestConformance_MRTR_Python runs every input-required-result server
+// scenario of the official MCP conformance suite against each Python example
+// MCP server, whose states a real sealer seals through mcp_sealer.mcp.
+func TestConformance_MRTR_Python(t *testing.T) {
+	bin, python := nodeBin(t), pythonBin(t)
+	for _, server := range pyServers {
+		t.Run(server.name, func(t *testing.T) {
+			s := start(t, t.TempDir())
+			url := startPyMCP(t, python, s, server.file)
+			for sc, r := range conformance(t, bin, url) {
+				if !r.passed() {
+					t.Errorf("%s: %s", sc, r)
+				}
+			}
+			waitFor(t, "the sealer to refuse a state (tampered-state cannot pass without it)", 5*time.Second, func() bool {
+				return strings.Contains(s.logs.String(), `"reason":"INVALID_STATE"`)
+			})
+		})
+	}
+}
