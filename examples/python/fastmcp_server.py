@@ -1,7 +1,8 @@
 """The same server as server.py on FastMCP 4.1 (``fastmcp``): the tools and the
-prompt of the MCP conformance suite's input-required-result scenarios
-(mrtr_tools.py), served as stateless Streamable HTTP (the 2026-07-28 wire, no
-sessions) at /mcp, every requestState sealed and opened by a running sealer.
+prompt of the MCP conformance suite's input-required-result scenarios and the
+two booking tools (mrtr_tools.py), served as stateless Streamable HTTP (the
+2026-07-28 wire, no sessions) at /mcp, every requestState sealed and opened
+by a running sealer.
 
 FastMCP installs the SDK's ``RequestStateBoundary`` in its low-level server,
 as ``MCPServer`` does; ``sealed_request_state`` puts the sealer in its place,
@@ -9,6 +10,11 @@ and the tools keep FastMCP's own idiom (return ``InputRequiredResult``, read
 ``ctx.request_state`` and ``ctx.input_responses`` on the retry).
 
     python fastmcp_server.py --addr 127.0.0.1:0 --sealer http://127.0.0.1:7443 [--rest] [--one-time]
+                             [--tokens alice=TOKEN_A,bob=TOKEN_B] [--calls] [--sdk-boundary]
+
+With ``--tokens``, FastMCP's ``StaticTokenVerifier`` requires a bearer token
+(through the SDK's auth context, which the sealer's default principal reads);
+``--sdk-boundary`` leaves the SDK's boundary in place (no sealer).
 """
 
 from __future__ import annotations
@@ -17,13 +23,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from fastmcp import Context, FastMCP
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from mcp_sealer import SealerClient
 from mcp_sealer.mcp import sealed_request_state
 from starlette.types import ASGIApp
 
 import mrtr_tools
 from mrtr_tools import Reply, Round
-from serving import parse_args, serve
+from serving import counted, parse_args, serve
 
 
 def _round(ctx: Context) -> Round:
@@ -36,28 +43,46 @@ def _round(ctx: Context) -> Round:
     )
 
 
-def _handler(fn: Callable[[Round], Reply]) -> Callable[[Context], Awaitable[Reply]]:
+def _handler(name: str, fn: Callable[[Round], Reply]) -> Callable[[Context], Awaitable[Reply]]:
     async def handler(ctx: Context) -> Reply:
+        counted(name)
         return fn(_round(ctx))
 
     return handler
 
 
-def build(sealer: SealerClient, *, one_time: bool = False) -> FastMCP:
-    """The server: the conformance tools and prompt, every state sealed by sealer."""
-    server = FastMCP("sealer-example-fastmcp-server", version="1.0.0")
+def _booking(name: str) -> Callable[[str, Context], Awaitable[Reply]]:
+    async def handler(seat: str, ctx: Context) -> Reply:
+        counted(name)
+        return mrtr_tools.book(name, seat, _round(ctx))
+
+    return handler
+
+
+def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[str, str] | None = None) -> FastMCP:
+    """The server: the conformance tools and prompt and the booking tools, every
+    state sealed by sealer (by the SDK's own boundary when None); with tokens
+    (token: principal), a bearer token required."""
+    auth = None
+    if tokens:
+        auth = StaticTokenVerifier(tokens={token: {"client_id": name, "sub": name, "scopes": []} for token, name in tokens.items()})
+    server = FastMCP("sealer-example-fastmcp-server", version="1.0.0", auth=auth)
     for name, (description, fn) in mrtr_tools.TOOLS.items():
-        server.tool(_handler(fn), name=name, description=description, output_schema=None)
-    server.prompt(_handler(mrtr_tools.prompt), name=mrtr_tools.PROMPT, description=mrtr_tools.PROMPT_DESCRIPTION)
-    sealed_request_state(server, sealer, one_time=one_time)
+        server.tool(_handler(name, fn), name=name, description=description, output_schema=None)
+    for name, description in mrtr_tools.BOOKING_TOOLS.items():
+        server.tool(_booking(name), name=name, description=description, output_schema=None)
+    prompt = _handler(mrtr_tools.PROMPT, mrtr_tools.prompt)
+    server.prompt(prompt, name=mrtr_tools.PROMPT, description=mrtr_tools.PROMPT_DESCRIPTION)
+    if sealer is not None:
+        sealed_request_state(server, sealer, one_time=one_time)
     return server
 
 
 def main() -> None:
     args = parse_args("An MCP server (FastMCP) whose requestState a sealer seals.")
 
-    def app(_host: str, sealer: SealerClient) -> ASGIApp:
-        return build(sealer, one_time=args.one_time).http_app(path="/mcp", stateless_http=True, json_response=True)
+    def app(_host: str, sealer: SealerClient | None) -> ASGIApp:
+        return build(sealer, one_time=args.one_time, tokens=args.tokens).http_app(path="/mcp", stateless_http=True, json_response=True)
 
     asyncio.run(serve(args, app))
 

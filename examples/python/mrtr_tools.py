@@ -1,5 +1,6 @@
 """The tools and the prompt of the MCP conformance suite's input-required-result
-scenarios (SEP-2322), free of any SDK wiring: server.py (MCPServer) and
+scenarios (SEP-2322), and two booking tools with arguments that the
+integration tests attack, free of any SDK wiring: server.py (MCPServer) and
 fastmcp_server.py (FastMCP) register the same functions.
 
 A function sees one round of a request (``Round``): the client's
@@ -231,3 +232,35 @@ TOOLS: dict[str, tuple[str, Callable[[Round], Reply]]] = {
     PREFIX + "capabilities": ("asks only for what the client can answer", capabilities),
 }
 """The conformance tools by name: (description, function)."""
+
+
+# The booking tools: not the conformance suite's, the attack tests'
+# (clients/python/tests/integration). Two tools of one shape, each taking a
+# seat: three rounds, the progress in the state only.
+
+
+def book(tool: str, seat: str, r: Round) -> Reply:
+    """Round 1 asks to confirm the seat (key ``confirm``), round 2 for a card
+    (key ``payment``), round 3 books. Every state names the tool, the seat
+    and the step it asked."""
+
+    def ask(step: int, key: str, request: ElicitRequest) -> InputRequiredResult:
+        return _ask({key: request}, {"tool": tool, "seat": seat, "step": step})
+
+    state = _state(r, tool) or {}
+    step = state.get("step")
+    if step == 2:
+        card = _text(r, "payment", "card")
+        if card:
+            return f"booked {tool} {state.get('seat')} with card {card}"
+        return ask(2, "payment", _elicit(f"Which card pays for {seat}?", "card"))
+    if step == 1 and (_accepted(r, "confirm") or {}).get("ok") is True:
+        return ask(2, "payment", _elicit(f"Which card pays for {seat}?", "card"))
+    return ask(1, "confirm", _elicit(f"Book {seat}?", "ok", "boolean"))
+
+
+BOOKING_TOOLS: dict[str, str] = {
+    "book_seat": "books a seat in three rounds (confirm, card, booked)",
+    "book_table": "books a table in three rounds (confirm, card, booked)",
+}
+"""The booking tools by name: their description; ``book(name, seat, round)`` serves each."""

@@ -1,6 +1,6 @@
 """What server.py and fastmcp_server.py share besides the tools: the command
-line, the sealer client, and serving an ASGI app with uvicorn on a port it
-binds itself (port 0 picks a free one), announcing
+line, the sealer client, the count of handler calls, and serving an ASGI app
+with uvicorn on a port it binds itself (port 0 picks a free one), announcing
 ``listening on http://HOST:PORT/mcp`` on standard error once it accepts
 connections.
 """
@@ -8,16 +8,36 @@ connections.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import socket
 import sys
+from collections import Counter
 from collections.abc import Callable
 
 import uvicorn
 from mcp_sealer import GrpcClient, RestClient, SealerClient, grpc_client, rest_client
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-App = Callable[[str, SealerClient], ASGIApp]
-"""Builds the server's ASGI app for a listening host and a sealer client."""
+App = Callable[[str, "SealerClient | None"], ASGIApp]
+"""Builds the server's ASGI app for a listening host and a sealer client
+(None with --sdk-boundary: the SDK's own boundary seals the states)."""
+
+CALLS: Counter[str] = Counter()
+"""How many times each tool's or prompt's handler ran, by name (GET /calls
+with --calls). A state the boundary refuses never reaches a handler, so
+never counts."""
+
+
+def tokens(value: str) -> dict[str, str]:
+    """``alice=TOKEN_A,bob=TOKEN_B``: the principal of each bearer token, by token."""
+    out: dict[str, str] = {}
+    for item in value.split(","):
+        name, sep, token = item.strip().partition("=")
+        if not sep or not name or not token or token in out:
+            raise argparse.ArgumentTypeError(f"want NAME=TOKEN[,NAME=TOKEN...] with distinct tokens, got {value!r}")
+        out[token] = name
+    return out
 
 
 def parse_args(description: str) -> argparse.Namespace:
@@ -26,12 +46,45 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--sealer", default="http://127.0.0.1:7443", help="the sealer's gRPC URL (its HTTP URL with --rest)")
     p.add_argument("--rest", action="store_true", help="call the sealer over REST instead of gRPC")
     p.add_argument("--one-time", action="store_true", help="seal one-time states: each opens once")
+    p.add_argument(
+        "--sdk-boundary",
+        action="store_true",
+        help="no sealer: keep the SDK's own RequestStateBoundary (a key of this process; the tests' control); --sealer is ignored",
+    )
+    p.add_argument(
+        "--tokens",
+        type=tokens,
+        default=None,
+        metavar="NAME=TOKEN,...",
+        help="require a bearer token through the SDK's auth; each token's principal is its NAME (the states are bound to it)",
+    )
+    p.add_argument("--calls", action="store_true", help="serve GET /calls: how many times each handler ran (for tests)")
     return p.parse_args()
 
 
 def sealer_client(args: argparse.Namespace) -> GrpcClient | RestClient:
     """The sealer client the flags name: gRPC by default, REST with --rest."""
     return rest_client(args.sealer) if args.rest else grpc_client(args.sealer)
+
+
+def counted(name: str) -> None:
+    """Counts one call of the handler of the tool or prompt name."""
+    CALLS[name] += 1
+
+
+def _with_calls(app: ASGIApp) -> ASGIApp:
+    """app, and GET /calls answering CALLS as a JSON object."""
+
+    async def serve_calls(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/calls":
+            await app(scope, receive, send)
+            return
+        body = json.dumps(dict(CALLS), sort_keys=True).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return serve_calls
 
 
 def _split(addr: str) -> tuple[str, int]:
@@ -55,6 +108,10 @@ async def serve(args: argparse.Namespace, app: App) -> None:
     host, port = _split(args.addr)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family)
-    async with sealer_client(args) as sealer:
-        config = uvicorn.Config(app(host, sealer), log_level="warning", lifespan="on")
+    async with contextlib.AsyncExitStack() as stack:
+        sealer: SealerClient | None = None if args.sdk_boundary else await stack.enter_async_context(sealer_client(args))
+        asgi = app(host, sealer)
+        if args.calls:
+            asgi = _with_calls(asgi)
+        config = uvicorn.Config(asgi, log_level="warning", lifespan="on")
         await _Server(config).serve(sockets=[sock])

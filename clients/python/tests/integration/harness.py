@@ -102,8 +102,21 @@ def _follow(proc: Proc, stream: object, found: threading.Event, match: re.Patter
 def start_sealer(data_dir: str, *flags: str, scheme: str = "http") -> Sealer:
     """Starts the sealer on loopback ports of its own, on the embedded ledger in data_dir."""
     args = [
-        sealer_binary(), "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--data-dir", data_dir,
-        "--log-format", "json", "--log-level", "debug", "--shutdown-delay", "0s", *flags,
+        sealer_binary(),
+        "serve",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--data-dir",
+        data_dir,
+        "--log-format",
+        "json",
+        "--log-level",
+        "debug",
+        "--shutdown-delay",
+        "0s",
+        *flags,
     ]
     popen = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # noqa: S603
     s = Sealer(popen)
@@ -152,7 +165,10 @@ def start_server(script: str, sealer_url: str, *flags: str, env: dict[str, str] 
     e = {**os.environ, "PYTHONPATH": str(SRC), **(env or {})}
     popen = subprocess.Popen(  # noqa: S603
         [python(), str(EXAMPLES / script), "--addr", "127.0.0.1:0", "--sealer", sealer_url, *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=e,
     )
     p = Proc(popen)
     found = threading.Event()

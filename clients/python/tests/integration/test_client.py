@@ -64,7 +64,9 @@ async def test_refusals_are_typed(client: SealerClient) -> None:
     e = await refused(Reason.PRINCIPAL_MISMATCH, lambda: client.open(sealed.request_state, principal="mallory", request=WEATHER))
     assert e.rejected and not e.retryable
     assert "alice" not in str(e) and sealed.request_state not in str(e)
-    await refused(Reason.REQUEST_MISMATCH, lambda: client.open(sealed.request_state, principal="alice", request=tool_call("get_weather", {"location": "Paris"})))
+    await refused(
+        Reason.REQUEST_MISMATCH, lambda: client.open(sealed.request_state, principal="alice", request=tool_call("get_weather", {"location": "Paris"}))
+    )
     await refused(Reason.REQUEST_MISMATCH, lambda: client.open(sealed.request_state, principal="alice", request=prompt_get("get_weather")))
     await refused(Reason.INVALID_STATE, lambda: client.open(sealed.request_state + "-TAMPERED", principal="alice", request=WEATHER))
     await client.open(sealed.request_state, principal="alice", request=WEATHER)
@@ -118,22 +120,35 @@ async def test_unreachable_is_retryable() -> None:
         await c.close()
 
 
-def _pki(d: str) -> dict[str, str]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate with a URI SAN, as PEM files in d."""
+def _pki(d: str) -> tuple[dict[str, str], dict[str, bytes]]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate with a URI SAN:
+    the paths of their PEM files in d, and their PEM bytes."""
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     now = dt.datetime.now(dt.timezone.utc)
 
-    def cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None, issuer_key: ec.EllipticCurvePrivateKey, sans: list[x509.GeneralName], ca: bool) -> x509.Certificate:
+    def cert(
+        subject: str,
+        key: ec.EllipticCurvePrivateKey,
+        issuer: x509.Certificate | None,
+        issuer_key: ec.EllipticCurvePrivateKey,
+        sans: list[x509.GeneralName],
+        ca: bool,
+    ) -> x509.Certificate:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
         b = (
-            x509.CertificateBuilder().subject_name(name).issuer_name(issuer.subject if issuer else name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(hours=1))
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(issuer.subject if issuer else name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(hours=1))
             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         )
         if sans:
@@ -143,9 +158,10 @@ def _pki(d: str) -> dict[str, str]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = cert("test ca", ca_key, None, ca_key, [], True)
     files: dict[str, str] = {}
+    pems: dict[str, bytes] = {}
 
     def write(name: str, data: bytes) -> None:
-        files[name] = os.path.join(d, name)
+        files[name], pems[name] = os.path.join(d, name), data
         with open(files[name], "wb") as f:
             f.write(data)
 
@@ -158,26 +174,30 @@ def _pki(d: str) -> dict[str, str]:
         key = ec.generate_private_key(ec.SECP256R1())
         write(f"{who}.pem", cert(who, key, ca, ca_key, sans, False).public_bytes(pem))
         write(f"{who}-key.pem", key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return files
+    return files, pems
 
 
 async def test_mutual_tls_and_bearer_tokens() -> None:
     with tempfile.TemporaryDirectory() as d:
-        f = _pki(d)
+        f, pem = _pki(d)
         token = "py-client-token-" + os.urandom(8).hex()
         tenants = os.path.join(d, "tenants.yaml")
-        with open(tenants, "w") as out:
-            out.write(
-                "tenants:\n"
-                "  weather:\n    mtls:\n      uris: [\"spiffe://test/mcp/weather\"]\n"
-                f"  billing:\n    tokens:\n      - sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
-            )
+        _write(
+            tenants,
+            "tenants:\n"
+            '  weather:\n    mtls:\n      uris: ["spiffe://test/mcp/weather"]\n'
+            f"  billing:\n    tokens:\n      - sha256:{hashlib.sha256(token.encode()).hexdigest()}\n",
+        )
         with sealer("--tls-cert", f["server.pem"], "--tls-key", f["server-key.pem"], "--tls-client-ca", f["ca.pem"], "--tenants", tenants) as s:
-            ca = open(f["ca.pem"], "rb").read()
-            mtls = TLS(ca=ca, cert=open(f["client.pem"], "rb").read(), key=open(f["client-key.pem"], "rb").read())
+            ca = pem["ca.pem"]
+            mtls = TLS(ca=ca, cert=pem["client.pem"], key=pem["client-key.pem"])
             for make, addr in ((grpc_client, s.grpc), (rest_client, s.http)):
                 url = f"https://{addr}"
-                async with make(url, tls=mtls) as weather, make(url, tls=TLS(ca=ca), token=token) as billing, make(url, tls=TLS(ca=ca), token="wrong") as stranger:
+                async with (
+                    make(url, tls=mtls) as weather,
+                    make(url, tls=TLS(ca=ca), token=token) as billing,
+                    make(url, tls=TLS(ca=ca), token="wrong-token") as stranger,  # noqa: S106
+                ):
                     a = await weather.seal(principal="alice", request=WEATHER)
                     assert (await weather.open(a.request_state, principal="alice", request=WEATHER)).payload == b""
                     b = await billing.seal(principal="alice", request=WEATHER)
@@ -189,3 +209,8 @@ async def test_mutual_tls_and_bearer_tokens() -> None:
                 # A server name the certificate holds, though the address is an IP.
                 async with make(url, tls=TLS(ca=ca, server_name="sealer.test"), token=token) as named:
                     await named.seal(principal="alice", request=WEATHER)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
