@@ -105,8 +105,8 @@ python_checks() {
     echo "clients/python/src/mcp_sealer/gen is stale: run clients/python/scripts/generate.sh and commit the result" >&2
     exit 1
   fi
-  (cd clients/python && "$bin/ruff" check src tests bench && "$bin/mypy" && "$py" -m pytest -p no:cacheprovider "$@")
-  (cd examples/python && "$bin/ruff" check --config ../../clients/python/pyproject.toml .)
+  (cd clients/python && "$bin/ruff" check --no-cache . && "$bin/mypy" && "$py" -m pytest -p no:cacheprovider "$@")
+  (cd examples/python && "$bin/ruff" check --no-cache --config ../../clients/python/pyproject.toml .)
 }
 
 # python_package builds the wheel and the sdist of clients/python (python -m

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
@@ -17,6 +16,7 @@ from .client import (
     Opened,
     Sealed,
     Token,
+    base_url,
     open_request_proto,
     opened_of,
     seal_request_proto,
@@ -36,12 +36,10 @@ class GrpcClient:
     """A client of the sealer's gRPC API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        u = urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname or u.port is None:
-            raise ValueError("the sealer's URL must be http://host:port or https://host:port")
-        target = u.netloc
+        base, secure = base_url(url, tls)
+        target = base.split("://", 1)[1]
         options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", _MAX_REPLY)]
-        if u.scheme == "https" or tls is not None:
+        if secure:
             t = tls or TLS()
             creds = grpc.ssl_channel_credentials(root_certificates=t.ca, private_key=t.key, certificate_chain=t.cert)
             if t.server_name:

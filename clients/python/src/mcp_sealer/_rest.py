@@ -3,13 +3,13 @@ with the proto's JSON), with httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
 import tempfile
 from collections.abc import Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 from google.protobuf import json_format
@@ -22,6 +22,7 @@ from .client import (
     Opened,
     Sealed,
     Token,
+    base_url,
     open_request_proto,
     opened_of,
     seal_request_proto,
@@ -43,14 +44,12 @@ class RestClient:
     """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        u = urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError("the sealer's URL must be http://host:port or https://host:port")
+        base, _ = base_url(url, tls)
         verify: ssl.SSLContext | bool = True
         if tls is not None:
             verify = _ssl_context(tls)
         self._http = httpx.AsyncClient(
-            base_url=f"{u.scheme}://{u.netloc}",
+            base_url=base,
             verify=verify,
             timeout=timeout,
             limits=httpx.Limits(max_keepalive_connections=64, max_connections=256),
@@ -60,6 +59,15 @@ class RestClient:
         self._extensions = {"sni_hostname": tls.server_name} if tls is not None and tls.server_name else {}
 
     async def _post(self, path: str, msg: Message, reply: M, timeout: float | None) -> M:
+        # httpx's timeout bounds each read, not the call: a reply that
+        # trickles in would outlive it. The deadline is the call's.
+        deadline = timeout or self._timeout
+        try:
+            return await asyncio.wait_for(self._exchange(path, msg, reply, deadline), deadline)
+        except asyncio.TimeoutError:
+            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded") from None
+
+    async def _exchange(self, path: str, msg: Message, reply: M, timeout: float) -> M:
         headers = {"content-type": "application/json"}
         token = await token_of(self._token)
         if token:
@@ -67,7 +75,11 @@ class RestClient:
         body = json.dumps(json_format.MessageToDict(msg), separators=(",", ":"))
         try:
             async with self._http.stream(
-                "POST", path, content=body.encode(), headers=headers, timeout=timeout or self._timeout,
+                "POST",
+                path,
+                content=body.encode(),
+                headers=headers,
+                timeout=timeout,
                 extensions=self._extensions,
             ) as res:
                 if int(res.headers.get("content-length") or 0) > _MAX_REPLY:

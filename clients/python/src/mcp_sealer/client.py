@@ -11,6 +11,7 @@ import datetime as _dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
@@ -206,9 +207,7 @@ def _duration(ttl: float | None) -> duration_pb2.Duration | None:
     return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def seal_request_proto(
-    principal: str, request: Binding, payload: bytes, ttl: float | None, one_time: bool, flow: FlowRequest | None
-) -> pb.SealRequest:
+def seal_request_proto(principal: str, request: Binding, payload: bytes, ttl: float | None, one_time: bool, flow: FlowRequest | None) -> pb.SealRequest:
     msg = pb.SealRequest(principal=principal, request=binding_proto(request), payload=bytes(payload), one_time=one_time)
     d = _duration(ttl)
     if d is not None:
@@ -230,6 +229,8 @@ def open_request_proto(request_state: str, principal: str, request: Binding, res
 
 
 def sealed_of(res: pb.SealResponse, asked_flow: bool) -> Sealed:
+    if not res.request_state or not res.HasField("expires_at"):
+        raise _not_the_sealers()
     flow = _flow_of(res.flow) if res.HasField("flow") else None
     # A release without flows ignores the request and seals a plain state:
     # never hand that out as a round of a flow.
@@ -239,6 +240,10 @@ def sealed_of(res: pb.SealResponse, asked_flow: bool) -> Sealed:
 
 
 def opened_of(res: pb.OpenResponse, request_state: str) -> Opened:
+    # Every open the sealer answers has both times: a reply without them
+    # (another service's 200, a proxy's page) never passes for an open.
+    if not res.HasField("issued_at") or not res.HasField("expires_at"):
+        raise _not_the_sealers()
     return Opened(
         payload=res.payload,
         issued_at=_time(res.issued_at),
@@ -246,6 +251,10 @@ def opened_of(res: pb.OpenResponse, request_state: str) -> Opened:
         request_state=request_state,
         flow=_flow_of(res.flow) if res.HasField("flow") else None,
     )
+
+
+def _not_the_sealers() -> SealerError:
+    return SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's")
 
 
 def _flow_of(f: pb.Flow) -> Flow:
@@ -256,6 +265,19 @@ def _flow_of(f: pb.Flow) -> Flow:
 
 def _time(t: timestamp_pb2.Timestamp) -> _dt.datetime:
     return t.ToDatetime(tzinfo=_dt.timezone.utc)
+
+
+def base_url(url: str, tls: object | None) -> tuple[str, bool]:
+    """The scheme and host:port of a sealer URL, and whether it is TLS. A path
+    is refused (the API's paths are fixed), and so are TLS options with
+    http://, which would send the token, the principals and the payloads in
+    the clear."""
+    u = urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname or u.port is None or u.path not in ("", "/") or u.query or u.fragment:
+        raise ValueError("the sealer's URL must be http://host:port or https://host:port, with no path")
+    if u.scheme == "http" and tls is not None:
+        raise ValueError("TLS options need an https:// URL")
+    return f"{u.scheme}://{u.netloc}", u.scheme == "https"
 
 
 async def token_of(token: Token | None) -> str | None:

@@ -43,7 +43,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
 from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
 
-from .client import Opened, Request, SealerClient, flow_after, input_keys
+from .client import Opened, SealerClient, flow_after, input_keys
+from .digest import request_digest
 from .errors import Reason, SealerError
 
 __all__ = ["ANONYMOUS", "SealedRequestState", "sealed_request_state"]
@@ -63,12 +64,24 @@ class _Round:
     """What the middleware knows of the request being handled: the state it
     opened, and what the handler asked of the round it returns."""
 
+    binding: bytes | SealerError
     opened: Opened | None = None
     one_time: bool | None = None
     ttl_seconds: float | None = None
 
 
 _current: contextvars.ContextVar[_Round] = contextvars.ContextVar("mcp_sealer_round")
+
+# The Python (pydantic field) names of requestState and inputResponses.
+_SHADOW_MEMBERS = ("request_state", "input_responses")
+
+
+def _binding_of(method: str, params: Mapping[str, Any]) -> bytes | SealerError:
+    """The request digest of the request as received, or why the digest refuses it."""
+    try:
+        return request_digest(method, params)
+    except SealerError as e:
+        return e
 
 
 def _reject(method: str, why: str) -> NoReturn:
@@ -103,6 +116,8 @@ class SealedRequestState:
         backoff_seconds: float = 0.05,
         timeout: float | None = None,
     ) -> None:
+        if ttl_seconds is not None and not ttl_seconds > 0:
+            raise ValueError("ttl_seconds must be a positive number of seconds")
         self.sealer = sealer
         self._principal = principal
         self._ttl = ttl_seconds
@@ -114,15 +129,29 @@ class SealedRequestState:
         self._timeout = timeout
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in INPUT_REQUIRED_METHODS:
+        # A notification has no handler to protect and no result to seal:
+        # opening its state would only spend a round.
+        if ctx.method not in INPUT_REQUIRED_METHODS or ctx.request_id is None:
             return await call_next(ctx)
         params: Mapping[str, Any] = ctx.params or {}
-        round_ = _Round()
+        # The MRTR members by their Python names: FastMCP reads the retry's
+        # params again with pydantic, which takes field names as well as the
+        # wire's, so a request_state there would reach ctx.request_state
+        # without ever being opened.
+        for name in _SHADOW_MEMBERS:
+            if name in params:
+                _reject(ctx.method, f"a params member {name!r}, the Python name of an MRTR member")
+        # The binding is taken before any handler runs: the state sealed at
+        # the end binds the request as received, whatever a handler does to
+        # the params it is given.
+        round_ = _Round(binding=_binding_of(ctx.method, params))
         wire = params.get("requestState")
         # An explicit JSON null counts as absent, as in the SDK: stripping
         # the member is in any client's power.
         if wire is not None:
-            round_.opened = await self._open(ctx, params, wire)
+            if isinstance(round_.binding, SealerError):
+                _reject(ctx.method, f"params the digest refuses ({round_.binding})")
+            round_.opened = await self._open(ctx, round_.binding, params, wire)
             try:
                 plaintext = round_.opened.payload.decode("utf-8")
             except UnicodeDecodeError:
@@ -133,18 +162,20 @@ class SealedRequestState:
             result = await call_next(ctx)
         finally:
             _current.reset(token)
-        return await self._seal_result(ctx, params, result, round_)
+        return await self._seal_result(ctx, result, round_)
 
-    async def _open(self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], wire: object) -> Opened:
-        if not isinstance(wire, str):
-            _reject(ctx.method, "a requestState that is not a string")
+    async def _open(self, ctx: ServerRequestContext[Any, Any], digest: bytes, params: Mapping[str, Any], wire: object) -> Opened:
+        # Every state the sealer writes is base64url: anything else is
+        # refused here, as the SDK would, not sent.
+        if not isinstance(wire, str) or not wire.isascii():
+            _reject(ctx.method, "a requestState that is not an ASCII string")
         principal = await self._principal_of(ctx, lambda why: _reject(ctx.method, why))
         try:
             return await self._retrying(
                 lambda: self.sealer.open(
                     wire,
                     principal=principal,
-                    request=Request(ctx.method, params),
+                    request=digest,
                     responded=input_keys(params.get("inputResponses")),
                     timeout=self._timeout,
                 )
@@ -154,9 +185,7 @@ class SealedRequestState:
                 _reject(ctx.method, e.reason.name)
             _fail(ctx.method, f"open ({e.reason.name})", e)
 
-    async def _seal_result(
-        self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], result: HandlerResult, round_: _Round
-    ) -> HandlerResult:
+    async def _seal_result(self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, round_: _Round) -> HandlerResult:
         # Spec-path results arrive as wire mappings; a short-circuiting
         # middleware may return a model.
         if not is_input_required(result):
@@ -169,26 +198,28 @@ class SealedRequestState:
             return result
         if not isinstance(state, str):
             _fail(ctx.method, "seal", TypeError("the handler's request_state is not a str"))
-        sealed = await self._seal(ctx, params, state, asked, round_)
+        sealed = await self._seal(ctx, state, asked, round_)
         if isinstance(result, Mapping):
             return {**result, "requestState": sealed}
         return result.model_copy(update={"request_state": sealed})
 
-    async def _seal(
-        self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any], state: str, asked: object, round_: _Round
-    ) -> str:
+    async def _seal(self, ctx: ServerRequestContext[Any, Any], state: str, asked: object, round_: _Round) -> str:
+        if isinstance(round_.binding, SealerError):
+            _fail(ctx.method, "seal", round_.binding)
+        digest = round_.binding
         principal = await self._principal_of(ctx, lambda why: _fail(ctx.method, "seal", ValueError(why)))
         flow = None
         if self._flows:
-            keys = input_keys(asked) if isinstance(asked, Mapping) else None
-            flow = flow_after(round_.opened, latest_only=self._latest_only, asked=keys)
+            # A round that asks nothing binds no keys at all: its retry may
+            # answer none (input_keys(None) is []).
+            flow = flow_after(round_.opened, latest_only=self._latest_only, asked=input_keys(asked))
         one_time = self._one_time if round_.one_time is None else round_.one_time
         ttl = self._ttl if round_.ttl_seconds is None else round_.ttl_seconds
         try:
             sealed = await self._retrying(
                 lambda: self.sealer.seal(
                     principal=principal,
-                    request=Request(ctx.method, params),
+                    request=digest,
                     payload=state.encode("utf-8"),
                     ttl=ttl,
                     one_time=one_time,

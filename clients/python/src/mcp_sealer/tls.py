@@ -16,3 +16,7 @@ class TLS:
     cert: bytes | None = None
     key: bytes | None = field(default=None, repr=False)
     server_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("a client certificate needs its key, and a key its certificate")

@@ -226,8 +226,17 @@ class WireCaller:
         await self._http.aclose()
 
     async def call(
-        self, url: str, tool: str, arguments: dict[str, Any], *, token: str = ALICE, responses: dict[str, Any] | None = None, state: object = None
+        self,
+        url: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        token: str = ALICE,
+        responses: dict[str, Any] | None = None,
+        state: object = None,
+        extra: dict[str, Any] | None = None,
     ) -> Reply:
+        """One round; extra adds members to params as they are (any name)."""
         params: dict[str, Any] = {
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": PROTOCOL,
@@ -241,6 +250,7 @@ class WireCaller:
             params["inputResponses"] = responses
         if state is not None:
             params["requestState"] = state
+        params.update(extra or {})
         headers = {
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": PROTOCOL,

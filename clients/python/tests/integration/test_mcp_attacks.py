@@ -27,6 +27,7 @@ differently-cased key): there the control shows the handler running on it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -272,3 +273,32 @@ async def test_parallel_retries_control_sdk_boundary(servers: Servers) -> None:
     """Under the SDK's boundary every retry proceeds: RETRIES continuations of one round."""
     for out in await parallel_retries(servers.sdk, 3):
         out.proceeded(RETRIES)
+
+
+# The MRTR members by their Python names. FastMCP reads a retry's params
+# again with pydantic, which accepts field names as well as the wire's: a
+# request_state member would reach ctx.request_state unopened. The
+# middleware refuses params that carry either name.
+FORGED = {"request_state": json.dumps({"tool": "book_seat", "seat": "1A", "step": 2}), "input_responses": PAY}
+
+
+async def test_python_named_members_refused(servers: Servers) -> None:
+    async with caller("wire") as c:
+        assert isinstance(c, WireCaller)
+        out = await attempt(servers.sealed, [c.call(servers.sealed.url, "book_seat", SEAT, extra=FORGED)])
+    out.refused_before_the_handler()
+    assert len(out.refusals) == 1
+
+
+async def test_python_named_members_control_sdk_boundary(servers: Servers, request: pytest.FixtureRequest) -> None:
+    async with caller("wire") as c:
+        assert isinstance(c, WireCaller)
+        out = await attempt(servers.sdk, [c.call(servers.sdk.url, "book_seat", SEAT, extra=FORGED)])
+    out.proceeded(1)
+    if request.node.callspec.params["servers"] == "FastMCP":
+        # FastMCP hands the forged state and answers to the handler: the seat
+        # is booked without a confirmation, on a card nobody was asked for.
+        assert out.replies[0].complete, out.replies[0]
+    else:
+        # MCPServer reads params by their wire names only: round 1 again.
+        assert out.replies[0].asks == ["confirm"], out.replies[0]
