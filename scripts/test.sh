@@ -109,6 +109,15 @@ python_checks() {
   (cd examples/python && "$bin/ruff" check --no-cache --config ../../clients/python/pyproject.toml .)
 }
 
+# python_integration runs the Python package's integration tests (the real
+# sealer binary, the example servers on MCPServer and FastMCP, the attacks
+# and their controls, the fleet), then python_package. They wait on
+# processes and sockets more than they compute: they run in the background.
+python_integration() {
+  (cd clients/python && "$SEALER_TEST_PYTHON" -m pytest -p no:cacheprovider tests/integration)
+  python_package
+}
+
 # python_package builds the wheel and the sdist of clients/python (python -m
 # build, its backend from the lock: no download), installs the wheel into a
 # fresh virtual environment (its dependencies from the lock, hashes
@@ -237,13 +246,13 @@ step "TypeScript client: unit tests (node --test; the digest against sealer/test
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
 
-step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests, integration tests against the real sealer binary and the example MCP servers; the wheel and sdist, installed into a fresh environment"
+step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests (the digest against the vectors and against Go's, 10,000 generated params); its integration tests start in the background"
 wait_build python
 ensure_python
+python_checks --ignore=tests/integration
 export SEALER_TEST_SEALER="$bg_dir/sealer"
 go_release build -o "$SEALER_TEST_SEALER" ./cmd/sealer
-python_checks
-python_package
+start_build python-integration python_integration
 
 step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
 wait_build promtool
@@ -264,7 +273,8 @@ wait_build otelcol
 ensure_otelcol
 e2e_shown -run "$shown" -skip "$failovers"
 
-step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests"
+step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests, the Python package's integration tests and wheel"
+wait_build python-integration all
 wait_build failovers all
 wait_build conformance all
 wait_build deploy all
