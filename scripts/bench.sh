@@ -175,6 +175,35 @@ echo "uptime at the end: $(uptime)" | tee -a "$out/typescript.md"
 [ "${ONLY:-}" = typescript ] && { echo "results in $out"; exit 0; }
 fi
 
+# --- The Python client beside the Go client -------------------------------
+# ONLY=python scripts/bench.sh runs this section alone (about 6 minutes);
+# SKIP=python leaves it out. The Python client (clients/python/bench/load.py,
+# one asyncio process) beside the Go client (sealer-load) on one sealer, and
+# beside Python's floor (the same pairs through the client's libraries,
+# grpc.aio and its stubs, httpx, none of the client's work) on that sealer
+# and on an echo (cmd/sealer-echo), where the sealer's cost is out of it.
+if [ "${SKIP:-}" != python ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = python ]; }; then
+ensure_python >/dev/null
+step "Python client (clients/python/bench/load.py) beside the Go client (sealer-load) and Python's floor: Seal+Open pairs/s at 16 tasks, gRPC and REST, one sealer and one echo"
+start_sealer py
+PY_ECHO_GRPC=127.0.0.1:$(free_port) PY_ECHO_HTTP=127.0.0.1:$(free_port)
+"$out/bin/sealer-echo" -grpc-addr "$PY_ECHO_GRPC" -http-addr "$PY_ECHO_HTTP" 2>"$out/py-echo.log" &
+PY_ECHO_PID=$!
+pids+=("$PY_ECHO_PID")
+until grep -qs listening "$out/py-echo.log"; do sleep 0.1; done
+echo "uptime at the start: $(uptime)" | tee "$out/python.md"
+"$load" -targets "$py_GRPC" -http-targets "$py_HTTP" -c 16 -d 8s -warmup 2s -repeat 3 -ops seal-open,rest-seal-open | tee -a "$out/python.md"
+# The Go client's pairs/s (a row's third column), for the Python client's share of it.
+py_go_rate() { awk -F' *[|] *' -v call="$1" '$2 == call { print $4 }' "$out/python.md"; }
+PYTHONPATH=clients/python/src "$SEALER_TEST_PYTHON" clients/python/bench/load.py \
+  --grpc "$py_GRPC" --rest "$py_HTTP" --echo-grpc "$PY_ECHO_GRPC" --echo-rest "$PY_ECHO_HTTP" \
+  --go-grpc "$(py_go_rate 'Seal+Open (1024 B)')" --go-rest "$(py_go_rate 'REST Seal+Open, params (1024 B)')" \
+  -c 16 --duration 8 --warmup 2 --repeat 3 | tee -a "$out/python.md"
+kill "$PY_ECHO_PID" "$py_PID"
+echo "uptime at the end: $(uptime)" | tee -a "$out/python.md"
+[ "${ONLY:-}" = python ] && { echo "results in $out"; exit 0; }
+fi
+
 # --- Flows: what a flow costs (issue 23) ----------------------------------
 # Seal+Open pairs over gRPC through the Go client (the request's digest),
 # one sealer with the embedded ledger: plain states beside round 1 of a flow
