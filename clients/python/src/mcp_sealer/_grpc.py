@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
-from .client import (
-    DEFAULT_TIMEOUT,
-    Binding,
-    FlowRequest,
-    Opened,
-    Sealed,
-    Token,
-    base_url,
-    open_request_proto,
-    opened_of,
-    seal_request_proto,
-    sealed_of,
-    token_of,
-)
+from .client import DEFAULT_TIMEOUT, BaseClient, Token, base_url, token_of
 from .errors import Reason, SealerError
+from .gen.sealer.v1 import sealer_pb2 as pb
 from .gen.sealer.v1 import sealer_pb2_grpc
 from .tls import TLS
 
@@ -32,7 +19,7 @@ _STATUS_DETAILS = "grpc-status-details-bin"
 _MAX_REPLY = 1 << 20
 
 
-class GrpcClient:
+class GrpcClient(BaseClient):
     """A client of the sealer's gRPC API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -55,48 +42,20 @@ class GrpcClient:
         token = await token_of(self._token)
         return (("authorization", f"Bearer {token}"),) if token else ()
 
-    async def seal(
-        self,
-        *,
-        principal: str,
-        request: Binding,
-        payload: bytes = b"",
-        ttl: float | None = None,
-        one_time: bool = False,
-        flow: FlowRequest | None = None,
-        timeout: float | None = None,
-    ) -> Sealed:
-        msg = seal_request_proto(principal, request, payload, ttl, one_time, flow)
+    async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
         try:
-            res = await self._stub.Seal(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
+            return await self._stub.Seal(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
         except grpc.aio.AioRpcError as e:
             raise from_grpc(e) from None
-        return sealed_of(res, flow is not None)
 
-    async def open(
-        self,
-        request_state: str,
-        *,
-        principal: str,
-        request: Binding,
-        responded: Sequence[str] | None = None,
-        timeout: float | None = None,
-    ) -> Opened:
-        msg = open_request_proto(request_state, principal, request, responded)
+    async def _open(self, msg: pb.OpenRequest, timeout: float | None) -> pb.OpenResponse:
         try:
-            res = await self._stub.Open(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
+            return await self._stub.Open(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
         except grpc.aio.AioRpcError as e:
             raise from_grpc(e) from None
-        return opened_of(res, request_state)
 
     async def close(self) -> None:
         await self._channel.close(grace=None)
-
-    async def __aenter__(self) -> GrpcClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 def from_grpc(e: grpc.aio.AioRpcError) -> SealerError:

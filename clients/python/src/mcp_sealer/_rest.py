@@ -8,27 +8,13 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from .client import (
-    DEFAULT_TIMEOUT,
-    Binding,
-    FlowRequest,
-    Opened,
-    Sealed,
-    Token,
-    base_url,
-    open_request_proto,
-    opened_of,
-    seal_request_proto,
-    sealed_of,
-    token_of,
-)
+from .client import DEFAULT_TIMEOUT, BaseClient, Token, base_url, token_of
 from .errors import Reason, SealerError
 from .gen.sealer.v1 import sealer_pb2 as pb
 from .tls import TLS
@@ -40,7 +26,7 @@ _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 M = TypeVar("M", bound=Message)
 
 
-class RestClient:
+class RestClient(BaseClient):
     """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -105,42 +91,14 @@ class RestClient:
         except (json_format.ParseError, TypeError, ValueError):
             raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", status) from None
 
-    async def seal(
-        self,
-        *,
-        principal: str,
-        request: Binding,
-        payload: bytes = b"",
-        ttl: float | None = None,
-        one_time: bool = False,
-        flow: FlowRequest | None = None,
-        timeout: float | None = None,
-    ) -> Sealed:
-        msg = seal_request_proto(principal, request, payload, ttl, one_time, flow)
-        res = await self._post("/v1/seal", msg, pb.SealResponse(), timeout)
-        return sealed_of(res, flow is not None)
+    async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
+        return await self._post("/v1/seal", msg, pb.SealResponse(), timeout)
 
-    async def open(
-        self,
-        request_state: str,
-        *,
-        principal: str,
-        request: Binding,
-        responded: Sequence[str] | None = None,
-        timeout: float | None = None,
-    ) -> Opened:
-        msg = open_request_proto(request_state, principal, request, responded)
-        res = await self._post("/v1/open", msg, pb.OpenResponse(), timeout)
-        return opened_of(res, request_state)
+    async def _open(self, msg: pb.OpenRequest, timeout: float | None) -> pb.OpenResponse:
+        return await self._post("/v1/open", msg, pb.OpenResponse(), timeout)
 
     async def close(self) -> None:
         await self._http.aclose()
-
-    async def __aenter__(self) -> RestClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 def from_rest(status: int, body: object) -> SealerError:

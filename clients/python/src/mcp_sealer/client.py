@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
@@ -141,6 +141,60 @@ class SealerClient(Protocol):
     async def close(self) -> None:
         """Closes the connections."""
         ...
+
+
+C = TypeVar("C", bound="BaseClient")
+
+
+class BaseClient:
+    """Seal and Open as both transports make them: the proto requests built
+    here, sent by the transport's ``_seal`` and ``_open``, the replies checked
+    here."""
+
+    async def seal(
+        self,
+        *,
+        principal: str,
+        request: Binding,
+        payload: bytes = b"",
+        ttl: float | None = None,
+        one_time: bool = False,
+        flow: FlowRequest | None = None,
+        timeout: float | None = None,
+    ) -> Sealed:
+        """Returns a new requestState bound to the principal and the request."""
+        res = await self._seal(seal_request_proto(principal, request, payload, ttl, one_time, flow), timeout)
+        return sealed_of(res, flow is not None)
+
+    async def open(
+        self,
+        request_state: str,
+        *,
+        principal: str,
+        request: Binding,
+        responded: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> Opened:
+        """Checks a state against the retry presenting it and returns what was sealed;
+        a refused state raises a SealerError whose ``rejected`` is true."""
+        res = await self._open(open_request_proto(request_state, principal, request, responded), timeout)
+        return opened_of(res, request_state)
+
+    async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
+        raise NotImplementedError
+
+    async def _open(self, msg: pb.OpenRequest, timeout: float | None) -> pb.OpenResponse:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Closes the connections."""
+        raise NotImplementedError
+
+    async def __aenter__(self: C) -> C:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def input_keys(m: object) -> list[str] | None:
