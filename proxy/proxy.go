@@ -166,8 +166,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := parseCall(body)
 	if err != nil {
+		// parseCall refuses with a *requestError; anything else (none today)
+		// is refused as unparsable rather than handed on as a nil one.
 		var re *requestError
-		errors.As(err, &re)
+		if !errors.As(err, &re) {
+			re = errParse
+		}
 		var id json.RawMessage
 		if c != nil {
 			id = c.id

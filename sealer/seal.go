@@ -34,7 +34,9 @@ func Seal(ring Keys, tenant string, c Claims, payload []byte) (string, error) {
 	}
 	kv, aead, err := ring.Sealer(tenant)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrArgument, err)
+		// Both wrapped: the caller branches on ErrArgument, and may ask
+		// which of the key ring's errors it was (keys.ErrBadTenant).
+		return "", fmt.Errorf("%w: %w", ErrArgument, err)
 	}
 	version, overhead := byte(Version), Overhead
 	if c.Flow != nil {

@@ -231,6 +231,10 @@ func TestSeal_Limits(t *testing.T) {
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}
+			// A refusal of the key ring keeps its identity through Seal.
+			if bad := tc.tenant == "" || len(tc.tenant) > keys.MaxTenant; bad != errors.Is(err, keys.ErrBadTenant) {
+				t.Fatalf("errors.Is(%v, keys.ErrBadTenant) = %v, want %v", err, !bad, bad)
+			}
 			if err != nil {
 				return
 			}

@@ -251,7 +251,9 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) 
 	reason := ledgerReason(err)
 	span.SetAttributes(attribute.String("sealer.ledger.outcome", reason))
 	s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(start).Seconds())
-	if reason == reasonLedgerUnavailable {
+	// A caller that hung up is not a ledger failure: counted, it would page
+	// (the ledger-errors alert) for every client that gives up.
+	if reason == reasonLedgerUnavailable && !errors.Is(ctx.Err(), context.Canceled) {
 		s.metrics.ledgerErr.Inc()
 	}
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // failingLedger is a fake for the error path: a ledger that cannot answer.
@@ -146,5 +147,29 @@ func TestConfig_Validate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: got nil, want an error", name)
 		}
+	}
+}
+
+// TestConsume_CallerGoneIsNotALedgerError: a caller that hangs up is
+// refused LEDGER_UNAVAILABLE as before, but not counted in
+// sealer_ledger_errors_total, whose alert pages on real ledger failures.
+func TestConsume_CallerGoneIsNotALedgerError(t *testing.T) {
+	s := testService(t, failingLedger{})
+	opened := func() *sealer.Opened {
+		return &sealer.Opened{Claims: sealer.Claims{ExpiresAt: time.Now().Add(time.Minute)}, ID: sealer.StateID{1}, Payload: []byte("p")}
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.consume(gone, "t", opened()); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("caller gone: got %v, want ErrUnavailable", err)
+	}
+	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 0 {
+		t.Fatalf("caller gone: sealer_ledger_errors_total = %v, want 0", n)
+	}
+	if err := s.consume(context.Background(), "t", opened()); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("ledger down: got %v, want ErrUnavailable", err)
+	}
+	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 1 {
+		t.Fatalf("ledger down: sealer_ledger_errors_total = %v, want 1", n)
 	}
 }
