@@ -42,10 +42,13 @@ const (
 )
 
 // MaxState is the longest state string Open reads; longer input is rejected
-// before decoding.
-var MaxState = b64.EncodedLen(FlowOverhead + MaxPayload)
+// before decoding. A constant, so that no importer can move the bound.
+// Both are base64.RawURLEncoding.EncodedLen of their byte counts (4
+// characters for every 3 bytes, no padding), written as constant
+// expressions; TestMaxState checks them against it.
+const MaxState = (FlowOverhead+MaxPayload)/3*4 + ((FlowOverhead+MaxPayload)%3*8+5)/6
 
-var minState = b64.EncodedLen(Overhead)
+const minState = Overhead/3*4 + (Overhead%3*8+5)/6
 
 // b64 is the state alphabet: unpadded base64url, strict about trailing bits
 // so that every state has exactly one spelling (R8).
