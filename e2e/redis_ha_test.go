@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
-// The README's ACL user for the ledger, password s3cret-pw, with what
+// docs/OPERATIONS.md's ACL user for the ledger, password s3cret-pw, with what
 // --ledger-replicas needs (WAIT, and DEL to undo an unacknowledged consume)
 // and what a Cluster client needs (CLUSTER SLOTS, COMMAND).
 var (
@@ -132,7 +132,7 @@ func TestRedisHA_Sentinel(t *testing.T) {
 }
 
 // TestRedisHA_Cluster: three sealers on a three-master Cluster with one
-// replica each, with the README's Cluster ACL. A one-time state has exactly
+// replica each, with docs/OPERATIONS.md's Cluster ACL. A one-time state has exactly
 // one winner; when a master is killed under load, its replica takes over
 // and only LEDGER_UNAVAILABLE is seen, for a bounded time.
 func TestRedisHA_Cluster(t *testing.T) {

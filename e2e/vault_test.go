@@ -18,7 +18,7 @@ import (
 )
 
 // vaultForSealer starts Vault with an exportable Transit key "sealer" and
-// returns it with a file holding a token limited to the README's policy.
+// returns it with a file holding a token limited to docs/OPERATIONS.md's policy.
 func vaultForSealer(t *testing.T) (*testvault.Server, string, string) {
 	t.Helper()
 	v := testvault.Start(t)

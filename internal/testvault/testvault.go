@@ -20,7 +20,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
-// SealerPolicy is the minimal Vault policy the README gives the sealer for a
+// SealerPolicy is the minimal Vault policy docs/OPERATIONS.md gives the sealer for a
 // Transit key and a KV v2 secret both named "sealer".
 const SealerPolicy = `
 path "transit/keys/sealer" { capabilities = ["read"] }

@@ -19,7 +19,7 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// aclUser is the README's ACL user for the ledger (password s3cret-pw):
+// aclUser is docs/OPERATIONS.md's ACL user for the ledger (password s3cret-pw):
 // SET on the ledger's keys and PING; on a Cluster, CLUSTER SLOTS and
 // COMMAND, which the cluster client needs to route; with --ledger-replicas,
 // WAIT and DEL.
@@ -90,7 +90,7 @@ func keyOf(tenant string, i int) string {
 	return "sealer:v1:consumed:1:" + tenant + ":" + b.String()
 }
 
-// TestRedis_Cluster_ACL: on a three-master Cluster the README's Cluster ACL
+// TestRedis_Cluster_ACL: on a three-master Cluster docs/OPERATIONS.md's Cluster ACL
 // is enough, with nothing logged by the client, for keys on every master;
 // without CLUSTER SLOTS the client cannot route.
 func TestRedis_Cluster_ACL(t *testing.T) {
