@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
-from .digest import request_digest
+from .digest import request_digest, well_formed
 from .errors import Reason, SealerError, invalid_argument
 from .gen.sealer.v1 import sealer_pb2 as pb
 
@@ -239,17 +239,9 @@ def binding_proto(b: Binding) -> pb.Binding:
 def _keys_proto(keys: Sequence[str] | None, what: str) -> pb.InputKeys | None:
     if keys is None:
         return None
-    if isinstance(keys, str) or not all(isinstance(k, str) and _well_formed(k) for k in keys):
+    if isinstance(keys, str) or not all(isinstance(k, str) and well_formed(k) for k in keys):
         raise invalid_argument(f"{what} must be strings of valid Unicode")
     return pb.InputKeys(keys=list(keys))
-
-
-def _well_formed(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _duration(ttl: float | None) -> duration_pb2.Duration | None:

@@ -42,6 +42,7 @@ __all__ = [
     "check_param_name",
     "request_digest",
     "salient_params",
+    "well_formed",
 ]
 
 MAX_DEPTH = 64
@@ -140,11 +141,11 @@ def request_digest(method: str, params: object) -> bytes:
     for name in params:
         if not isinstance(name, str):
             raise invalid_argument("params member names must be strings")
-        if not _well_formed(name):
+        if not well_formed(name):
             raise invalid_argument("params member names must be valid Unicode")
         check_param_name(method, name)
     target = params.get(target_name)
-    if not isinstance(target, str) or not target or not _well_formed(target):
+    if not isinstance(target, str) or not target or not well_formed(target):
         raise invalid_argument(f"params.{target_name} must be a non-empty string")
     if not arguments_name:
         return _digest(method, target, b"")
@@ -174,7 +175,7 @@ def _check_arguments(name: str, arguments: dict[Any, Any]) -> None:
         if value is None or value is True or value is False:
             continue
         if isinstance(value, str):
-            if not _well_formed(value):
+            if not well_formed(value):
                 raise invalid_argument(f"params.{name} holds a lone surrogate")
         elif isinstance(value, int):  # not bool, seen above: True is a boolean, never 1
             if abs(int(value)) > MAX_SAFE_INTEGER:
@@ -195,7 +196,7 @@ def _check_arguments(name: str, arguments: dict[Any, Any]) -> None:
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise invalid_argument(f"params.{name} holds a member name that is not a string")
-                if not _well_formed(key):
+                if not well_formed(key):
                     raise invalid_argument(f"params.{name} holds a lone surrogate")
                 stack.append((item, level + 1))
         else:
@@ -209,7 +210,8 @@ def _fields(method: str) -> tuple[str, str]:
     return fields
 
 
-def _well_formed(s: str) -> bool:
+def well_formed(s: str) -> bool:
+    """Whether s is valid Unicode (no lone surrogate), so that UTF-8, and JCS, can hold it."""
     return s.isascii() or _SURROGATE.search(s) is None
 
 

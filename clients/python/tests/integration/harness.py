@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -87,19 +88,42 @@ class Sealer(Proc):
         return f"http://{self.http}"
 
 
-def _follow(proc: Proc, stream: object, found: threading.Event, match: re.Pattern[str] | None, sink: list[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
-        line = line.rstrip("\n")
-        proc.lines.append(line)
-        if match is not None and not found.is_set():
-            m = match.search(line)
-            if m:
-                sink.append(m.group(1))
-                found.set()
-    found.set()
+def _await_line(proc: Proc, stream: IO[str], parse: Callable[[str], list[str] | None], what: str, timeout: float) -> list[str]:
+    """Keeps every line proc writes to stream (proc.lines, read by a thread to
+    the end) and returns what parse finds in the first line it accepts; fails
+    the test, with the output, when none comes within timeout."""
+    found: queue.Queue[list[str] | None] = queue.Queue()
+
+    def follow() -> None:
+        waiting = True
+        for line in stream:
+            proc.lines.append(line.rstrip("\n"))
+            if waiting and (got := parse(line)) is not None:
+                found.put(got)
+                waiting = False
+        found.put(None)
+
+    threading.Thread(target=follow, daemon=True).start()
+    try:
+        got = found.get(timeout=timeout)
+    except queue.Empty:
+        got = None
+    if got is None:
+        proc.stop()
+        raise AssertionError(f"{what} did not listen within {timeout:.0f} s:\n{proc.logs}")
+    return got
 
 
-def start_sealer(data_dir: str, *flags: str, scheme: str = "http") -> Sealer:
+def _listening(line: str) -> list[str] | None:
+    """The sealer's addresses, from its JSON "listening" log line."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return [rec["grpc"], rec["http"]] if isinstance(rec, dict) and rec.get("msg") == "listening" else None
+
+
+def start_sealer(data_dir: str, *flags: str) -> Sealer:
     """Starts the sealer on loopback ports of its own, on the embedded ledger in data_dir."""
     args = [
         sealer_binary(),
@@ -120,28 +144,8 @@ def start_sealer(data_dir: str, *flags: str, scheme: str = "http") -> Sealer:
     ]
     popen = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # noqa: S603
     s = Sealer(popen)
-    found = threading.Event()
-    addrs: list[str] = []
-
-    def follow() -> None:
-        assert popen.stderr is not None
-        for line in popen.stderr:
-            s.lines.append(line.rstrip("\n"))
-            if not found.is_set():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if rec.get("msg") == "listening":
-                    addrs.extend([rec["grpc"], rec["http"]])
-                    found.set()
-        found.set()
-
-    threading.Thread(target=follow, daemon=True).start()
-    if not found.wait(15) or not addrs:
-        s.stop()
-        raise AssertionError(f"the sealer did not listen within 15 s:\n{s.logs}")
-    s.grpc, s.http = addrs
+    assert popen.stderr is not None
+    s.grpc, s.http = _await_line(s, popen.stderr, _listening, "the sealer", 15)
     return s
 
 
@@ -171,15 +175,7 @@ def start_server(script: str, sealer_url: str, *flags: str, env: dict[str, str] 
         env=e,
     )
     p = Proc(popen)
-    found = threading.Event()
-    urls: list[str] = []
     assert popen.stdout is not None
-    threading.Thread(target=_follow, args=(p, popen.stdout, found, re.compile(r"listening on (http://\S+/mcp)"), urls), daemon=True).start()
-    deadline = time.monotonic() + 30
-    while not found.wait(0.1):
-        if time.monotonic() > deadline:
-            break
-    if not urls:
-        p.stop()
-        raise AssertionError(f"{script} did not listen within 30 s:\n{p.logs}")
-    return p, urls[0]
+    url = re.compile(r"listening on (http://\S+/mcp)")
+    (found,) = _await_line(p, popen.stdout, lambda line: [m.group(1)] if (m := url.search(line)) else None, script, 30)
+    return p, found
