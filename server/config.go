@@ -44,7 +44,7 @@ type Config struct {
 	KeyActivation time.Duration
 	// Vault is where Vault is and how to log in.
 	Vault VaultConfig
-	// Ledger is "embedded" (a bbolt file in DataDir) or a Redis URL (see
+	// Ledger is "embedded" (a Pebble store in DataDir/ledger) or a Redis URL (see
 	// ledger/redis.Options) shared by every replica.
 	Ledger string
 	// LedgerTimeout bounds each call to a Redis ledger.

@@ -5,13 +5,12 @@ package server
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/ledger/bolt"
+	"github.com/mcp-sealer/sealer/ledger/embedded"
 )
 
 // cpuTime is the CPU time the process has used, user and system, all
@@ -29,7 +28,7 @@ func cpuTime() time.Duration {
 // digest binding as the Go client sends, for a plain state and for flows:
 // the server's cost of a flow, without the transport, in time and in the
 // process's CPU time (cpu-ns/op, every thread, the collector's too).
-// latest-only and one-time use the bbolt ledger (Advance, Consume) on the
+// latest-only and one-time use the embedded ledger (Advance, Consume) on the
 // test's disk.
 func BenchmarkFlows_SealOpen(b *testing.B) {
 	ctx := context.Background()
@@ -48,7 +47,7 @@ func BenchmarkFlows_SealOpen(b *testing.B) {
 		{"one-time", true, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			l, err := bolt.Open(filepath.Join(b.TempDir(), "ledger.db"))
+			l, err := embedded.Open(b.TempDir(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"path/filepath"
 	"testing"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -10,7 +9,7 @@ import (
 // TestFlows_R9_SealReportsTheSealedDeadline: the deadline Seal answers is
 // the one the state carries, to the nanosecond, as Open answers it.
 func TestFlows_R9_SealReportsTheSealedDeadline(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	for range 20 {
 		sealed := mustSealRound(t, s, flowReq("", true, "k1"))
 		opened, r := openRound(t, s, sealed.RequestState, "k1")
@@ -44,7 +43,7 @@ func TestFlows_R6_LatestOnlyNeedsTheLedger(t *testing.T) {
 // TestFlows_R9_NullInputResponsesAreNotKnown: an inputResponses that is null
 // or not an object answers no keys a round asked: INPUT_MISMATCH.
 func TestFlows_R9_NullInputResponsesAreNotKnown(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	for _, members := range []string{`,"inputResponses":null`, `,"inputResponses":["k1"]`, `,"inputResponses":"k1"`} {
 		sealed := mustSealRound(t, s, flowReq("", false, "k1"))
 		_, r := flowCall(t.Context(), s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: sealed.RequestState, Principal: "alice", Request: toolCall(t, prodArgs, members)})

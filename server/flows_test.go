@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,18 +14,19 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/ledger/bolt"
+	"github.com/mcp-sealer/sealer/ledger/embedded"
 )
 
-// Flows (R9) through the gate with the embedded (bbolt) ledger: what the
+// Flows (R9) through the gate with the embedded ledger: what the
 // service adds to the core's checks (sealer/flow_test.go): the tenant's
 // flow TTL and maxRounds, the ledger's Advance for latest-only states, the
 // responded keys taken from the request, and the reasons on the wire.
 
-// boltLedger is a bbolt ledger in path, closed at the end of the test.
-func boltLedger(t *testing.T, path string) *bolt.Ledger {
+// embeddedLedger is an embedded ledger in dir, closed at the end of the
+// test.
+func embeddedLedger(t *testing.T, dir string) *embedded.Ledger {
 	t.Helper()
-	l, err := bolt.Open(path)
+	l, err := embedded.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func openRound(t *testing.T, s *service, state string, keys ...string) (*sealerv
 // later than it; after round n opened no round up to n opens again, also
 // with the ledger reopened from its file; round 17 is FLOW_EXHAUSTED.
 func TestFlows_R9_RoundsUpToMaxRounds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	s := testService(t, boltLedger(t, path))
+	path := t.TempDir()
+	s := testService(t, embeddedLedger(t, path))
 	first := mustSealRound(t, s, flowReq("", true, "k1"))
 	sealed, states := first, []string{}
 	for round := uint32(1); ; round++ {
@@ -141,8 +141,8 @@ func TestFlows_R9_RoundsUpToMaxRounds(t *testing.T) {
 		sealed = next
 	}
 
-	s.ledger.(*bolt.Ledger).Close()
-	s.ledger = boltLedger(t, path)
+	s.ledger.(*embedded.Ledger).Close()
+	s.ledger = embeddedLedger(t, path)
 	for i, st := range states {
 		if _, r := openRound(t, s, st, fmt.Sprintf("k%d", i+1)); r != "ALREADY_CONSUMED" {
 			t.Errorf("round %d with the ledger reopened: got %s, want ALREADY_CONSUMED", i+1, r)
@@ -155,7 +155,7 @@ func TestFlows_R9_RoundsUpToMaxRounds(t *testing.T) {
 // 32 times) one opens. Without latest-only all do: the flag is what the
 // ledger enforces.
 func TestFlows_R9_Forks(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	at := func(states []string, keys ...string) map[string]int {
 		got := map[string]int{}
 		var mu sync.Mutex
@@ -198,7 +198,7 @@ func TestFlows_R9_Forks(t *testing.T) {
 // EXPIRED once its own expiry, clamped to the deadline, is past the skew);
 // no round is sealed from the deadline on.
 func TestFlows_R9_DeadlineEdge(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	now := time.Now().Truncate(time.Millisecond)
 	s.now = func() time.Time { return now }
 	// A TTL of an hour, past the flow's 15 minutes: clamped.
@@ -250,7 +250,7 @@ func TestFlows_R9_DeadlineEdge(t *testing.T) {
 // and otp, from the params' inputResponses or from responded (which wins),
 // as sets compared byte for byte; a refusal does not burn the round.
 func TestFlows_R9_RespondedKeys(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	state := mustSealRound(t, s, flowReq("", true, "github_login", "otp")).RequestState
 	digest := &sealerv1.Binding{Digest: bytes.Repeat([]byte{7}, 32)}
 	digestState, _ := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: digest, Flow: flowReq("", true, "otp")})
@@ -300,7 +300,7 @@ func TestFlows_R9_RespondedKeys(t *testing.T) {
 // TestFlows_R9_ContinuationRefusals: Seal continues only an authentic flow
 // state of the same tenant, principal and request, and takes valid keys.
 func TestFlows_R9_ContinuationRefusals(t *testing.T) {
-	s := testService(t, boltLedger(t, filepath.Join(t.TempDir(), "ledger.db")))
+	s := testService(t, embeddedLedger(t, t.TempDir()))
 	s1 := mustSealRound(t, s, flowReq("", true)).RequestState
 	plain, _ := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: toolCall(t, prodArgs, "")})
 	other := *s.auth.tenants.Load().implicit
@@ -348,7 +348,7 @@ func TestFlows_R6_LatestOnlyFailsClosed(t *testing.T) {
 	if _, r := openRound(t, s, mustSealRound(t, s, flowReq("", false)).RequestState); r != "OK" {
 		t.Errorf("round without latest-only with the ledger down: got %s, want OK", r)
 	}
-	s.ledger = boltLedger(t, filepath.Join(t.TempDir(), "ledger.db"))
+	s.ledger = embeddedLedger(t, t.TempDir())
 	if _, r := openRound(t, s, latest); r != "OK" {
 		t.Errorf("latest-only round with the ledger back: got %s, want OK", r)
 	}

@@ -2,14 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/ledger/bolt"
+	"github.com/mcp-sealer/sealer/ledger/embedded"
 	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
@@ -30,19 +34,22 @@ func (l *openedLedger) String() string                 { return l.name }
 
 func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, error) {
 	if cfg.Ledger == "embedded" {
-		b, err := bolt.Open(filepath.Join(cfg.DataDir, "ledger.db"))
+		l, err := openEmbedded(cfg.DataDir, log)
 		if err != nil {
 			return nil, err
 		}
 		sweep := func(ctx context.Context) error {
-			return b.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
+			return l.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
 				swept(n)
 				if err != nil {
 					log.Error("ledger sweep failed", "cause", err.Error())
 				}
 			})
 		}
-		return &openedLedger{Ledger: b, ping: func(context.Context) error { return nil }, run: sweep, name: "embedded", close: b.Close}, nil
+		// A broken ledger (a commit failed: the disk full or failing)
+		// refuses every one-time open until a restart: readiness says so.
+		ping := func(context.Context) error { return l.Err() }
+		return &openedLedger{Ledger: l, ping: ping, run: sweep, name: "embedded", close: l.Close}, nil
 	}
 	goredis.SetLogger(redisLogger{log})
 	r, err := redis.New(redisOptions(cfg))
@@ -50,6 +57,32 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 		return nil, err
 	}
 	return &openedLedger{Ledger: r, ping: r.Ping, name: "redis", close: r.Close}, nil
+}
+
+// openEmbedded opens the embedded ledger in dataDir/ledger. A ledger file
+// of an earlier release (dataDir/ledger.db, bbolt) is imported into it
+// first, once: every consumed state and every flow's round stays, and the
+// old file is renamed ledger.db.imported, kept for the operator to delete.
+// An import cut short by a crash runs again whole at the next start.
+func openEmbedded(dataDir string, log *slog.Logger) (*embedded.Ledger, error) {
+	l, err := embedded.Open(filepath.Join(dataDir, "ledger"), log)
+	if err != nil {
+		return nil, err
+	}
+	old := filepath.Join(dataDir, "ledger.db")
+	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+		return l, nil
+	}
+	n, err := l.Import(func(put func(bool, []byte, []byte) error) error { return bolt.Each(old, put) })
+	if err == nil {
+		err = os.Rename(old, old+".imported")
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("ledger: import %s: %v", old, err)
+	}
+	log.Info("ledger imported", "from", old, "entries", n, "kept as", old+".imported")
+	return l, nil
 }
 
 // redisOptions are the Redis ledger's options of cfg.

@@ -4,7 +4,7 @@
 //
 //	sealer-scale payload                 Seal+Open bytes/s by payload size beside raw XChaCha20-Poly1305
 //	sealer-scale ring -versions 1,1000   Open of the oldest and the newest version, memory per version
-//	sealer-scale bolt -dir D -states 0,1000000   consume latency and bytes per state in the embedded ledger
+//	sealer-scale ledger -dir D -states 0,1000000 the embedded ledger and bbolt beside the durable-append floor
 //	sealer-scale redis -addr A -states 0,1000000 the same in Redis, with MEMORY USAGE per state
 //
 // The ledgers are filled by a bulk loader (the embedded ledger's Preload,
@@ -24,7 +24,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: sealer-scale payload|ring|bolt|redis [flags]")
+		fail("usage: sealer-scale payload|ring|ledger|redis [flags]")
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	var err error
@@ -38,14 +38,15 @@ func main() {
 		d := fs.Duration("d", time.Second, "measured time per open")
 		fs.Parse(os.Args[2:])
 		err = ring(ints(*versions), *d)
-	case "bolt":
-		dir := fs.String("dir", "", "directory for the ledger files")
+	case "ledger":
+		dir := fs.String("dir", "", "directory for the ledgers and the floor's file (the data directory's file system)")
 		states := fs.String("states", "0,1000000", "live states preloaded")
-		sweep := fs.Int("sweep", 1000000, "states expiring at once for the sweep measurement")
-		c := fs.Int("c", 16, "concurrent consumers")
-		d := fs.Duration("d", 5*time.Second, "measured time per level")
+		sweep := fs.Int("sweep", 1000000, "states expiring at once for the sweep measurement (0: none)")
+		c := fs.Int("c", 16, "concurrent callers beside 1")
+		rounds := fs.Int("rounds", 3, "turns through every cell")
+		d := fs.Duration("d", 2*time.Second, "measured time per cell and turn")
 		fs.Parse(os.Args[2:])
-		err = boltScale(*dir, ints(*states), *sweep, *c, *d)
+		err = ledgerScale(*dir, ints(*states), *sweep, *c, *rounds, *d)
 	case "redis":
 		addr := fs.String("addr", "127.0.0.1:6379", "Redis address (loopback)")
 		states := fs.String("states", "0,1000000", "live states preloaded")

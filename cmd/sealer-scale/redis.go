@@ -52,7 +52,7 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 				return fmt.Errorf("redis: a preloaded state was not consumed: the preload's keys are not the ledger's")
 			}
 		}
-		lat, failed := consumeLoad(l, c, d)
+		lat, failed := load(l.Consume, c, d)
 		perState, usage, perGiB := "-", "-", "-"
 		if n > 0 {
 			b := float64(infoInt(ctx, rc, "memory", "used_memory")-base) / float64(n+len(lat)) // the consumed states are keys too
@@ -84,7 +84,7 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 	if time.Until(expireAt) < d {
 		return fmt.Errorf("redis: the expiring preload ended too late to measure before its expiry")
 	}
-	idle, _ := consumeLoad(l, c, d)
+	idle, _ := load(l.Consume, c, d)
 	time.Sleep(time.Until(expireAt))
 	done := make(chan struct{})
 	var expiredIn time.Duration

@@ -373,3 +373,28 @@ func key(tenant string, id sealer.StateID) []byte {
 	k = append(k, tenant...)
 	return append(k, id[:]...)
 }
+
+// Each calls put with every entry of the ledger file at path, opened read
+// only: whether it is a flow's, its key (the tenant length-prefixed, then
+// the id) and its value (until, and a flow's round). It is how a newer
+// ledger imports this one's.
+func Each(path string, put func(flow bool, key, value []byte) error) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("ledger: open %s: %v", path, err)
+	}
+	defer db.Close()
+	return db.View(func(tx *bbolt.Tx) error {
+		for _, kind := range kinds {
+			flow := bytes.Equal(kind.byKey, flowsBucket)
+			b := tx.Bucket(kind.byKey)
+			if b == nil {
+				continue
+			}
+			if err := b.ForEach(func(k, v []byte) error { return put(flow, k, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

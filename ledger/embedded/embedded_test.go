@@ -1,0 +1,201 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/bolt"
+	"github.com/mcp-sealer/sealer/ledger/embedded"
+	"github.com/mcp-sealer/sealer/ledger/ledgertest"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+func open(t *testing.T, dir string) *embedded.Ledger {
+	t.Helper()
+	l, err := embedded.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestEmbedded_Conformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Subject {
+		l := open(t, t.TempDir())
+		return ledgertest.Subject{
+			Ledger: l,
+			Expire: func(t *testing.T, until time.Time) {
+				if _, err := l.Sweep(until.Add(time.Millisecond)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Break: func(t *testing.T) { l.Close() },
+		}
+	})
+}
+
+func TestEmbedded_R6_ConsumedAndAdvancedSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx, until := context.Background(), time.Now().Add(time.Hour)
+	id, flow := sealer.StateID{1, 2, 3}, sealer.FlowID{4, 5, 6}
+	l, err := embedded.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Consume(ctx, "t", id, until); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, "t", flow, 3, until); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open(t, dir)
+	if err := l.Consume(ctx, "t", id, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("consume after reopening: got %v, want ErrConsumed", err)
+	}
+	if err := l.Advance(ctx, "t", flow, 3, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("round 3 after reopening: got %v, want ErrConsumed", err)
+	}
+	if err := l.Advance(ctx, "t", flow, 4, until); err != nil {
+		t.Errorf("round 4 after reopening: got %v, want nil", err)
+	}
+}
+
+func TestEmbedded_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
+	l := open(t, t.TempDir())
+	now := time.Now()
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Go(func() {
+			for i := w; i < 5000; i += 50 {
+				id := sealer.StateID{byte(i), byte(i >> 8), byte(i >> 16)}
+				// Far enough ahead that a slow machine's consumes never
+				// reach it.
+				until := now.Add(time.Hour)
+				if i%5 == 0 {
+					until = now.Add(3 * time.Hour)
+				}
+				var err error
+				if i%2 == 0 {
+					err = l.Consume(context.Background(), "t", id, until)
+				} else {
+					err = l.Advance(context.Background(), "t", sealer.FlowID(id), 1, until)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n, err := l.Sweep(now.Add(2 * time.Hour))
+	if err != nil || n != 4000 {
+		t.Fatalf("swept %d, %v; want 4000", n, err)
+	}
+	if left, err := l.Len(); err != nil || left != 1000 {
+		t.Fatalf("left %d, %v; want 1000", left, err)
+	}
+	if n, err := l.Sweep(now.Add(2 * time.Hour)); err != nil || n != 0 {
+		t.Fatalf("second sweep: swept %d, %v; want 0", n, err)
+	}
+}
+
+// An advance that moves a flow's until past the sweep's cut keeps the
+// flow, though its old index key is below the cut.
+func TestEmbedded_R9_SweepKeepsAdvancedFlow(t *testing.T) {
+	l := open(t, t.TempDir())
+	ctx, now := context.Background(), time.Now()
+	flow := sealer.FlowID{7}
+	if err := l.Advance(ctx, "t", flow, 1, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, "t", flow, 2, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Sweep(now.Add(2 * time.Minute)); err != nil || n != 0 {
+		t.Fatalf("swept %d, %v; want 0", n, err)
+	}
+	if err := l.Advance(ctx, "t", flow, 2, now.Add(time.Hour)); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("round 2 again after the sweep: got %v, want ErrConsumed", err)
+	}
+}
+
+func TestEmbedded_SecondProcessIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir)
+	if l, err := embedded.Open(dir, nil); err == nil {
+		l.Close()
+		t.Fatal("opened a ledger directory held by another handle")
+	}
+}
+
+// A directory the bbolt ledger wrote is imported whole: every consumed
+// state and every flow's round stays as it was.
+func TestEmbedded_ImportsBoltLedger(t *testing.T) {
+	ctx, until := context.Background(), time.Now().Add(time.Hour)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	old, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []sealer.StateID{{1}, {2}, {3}}
+	for _, id := range ids {
+		if err := old.Consume(ctx, "tenant-a", id, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Advance(ctx, "tenant-b", sealer.FlowID{9}, 5, until); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	l := open(t, t.TempDir())
+	for range 2 { // a second import changes nothing
+		n, err := l.Import(func(put func(bool, []byte, []byte) error) error { return bolt.Each(path, put) })
+		if err != nil || n != 4 {
+			t.Fatalf("imported %d, %v; want 4", n, err)
+		}
+	}
+	for _, id := range ids {
+		if err := l.Consume(ctx, "tenant-a", id, until); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("imported state %x: got %v, want ErrConsumed", id[:1], err)
+		}
+	}
+	if err := l.Consume(ctx, "tenant-b", ids[0], until); err != nil {
+		t.Errorf("another tenant's state: got %v, want nil", err)
+	}
+	if err := l.Advance(ctx, "tenant-b", sealer.FlowID{9}, 5, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("imported flow round 5: got %v, want ErrConsumed", err)
+	}
+	if err := l.Advance(ctx, "tenant-b", sealer.FlowID{9}, 6, until); err != nil {
+		t.Errorf("imported flow round 6: got %v, want nil", err)
+	}
+	if n, err := l.Sweep(until.Add(time.Minute)); err != nil || n != 5 {
+		t.Errorf("imported entries swept: %d, %v; want 5", n, err)
+	}
+}
+
+func TestEmbedded_ImportRefusesDamagedEntry(t *testing.T) {
+	l := open(t, t.TempDir())
+	for _, e := range []struct {
+		flow       bool
+		key, value []byte
+	}{
+		{false, nil, make([]byte, 8)},
+		{false, []byte{5, 'a'}, make([]byte, 8)},
+		{false, []byte{1, 'a', 1}, make([]byte, 12)},
+		{true, []byte{1, 'a', 1}, make([]byte, 8)},
+	} {
+		_, err := l.Import(func(put func(bool, []byte, []byte) error) error { return put(e.flow, e.key, e.value) })
+		if err == nil {
+			t.Errorf("imported %+v", e)
+		}
+	}
+}
