@@ -33,7 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gowebpki/jcs"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -41,6 +40,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -168,7 +168,7 @@ func ToolCall(name string, arguments json.RawMessage) Binding {
 	if len(arguments) > 0 {
 		params["arguments"] = arguments // as received; canonicalized by the digest
 	}
-	return Binding{Method: "tools/call", Params: params}
+	return Binding{Method: mcpdigest.ToolsCall, Params: params}
 }
 
 // PromptGet binds to a prompts/get request: its prompt name and arguments
@@ -182,16 +182,16 @@ func PromptGet(name string, arguments map[string]string) Binding {
 		}
 		params["arguments"] = args
 	}
-	return Binding{Method: "prompts/get", Params: params}
+	return Binding{Method: mcpdigest.PromptsGet, Params: params}
 }
 
 // ResourceRead binds to a resources/read request: its uri.
 func ResourceRead(uri string) Binding {
-	return Binding{Method: "resources/read", Params: map[string]any{"uri": uri}}
+	return Binding{Method: mcpdigest.ResourcesRead, Params: map[string]any{"uri": uri}}
 }
 
 // proto sends the binding as its digest, computed here by the code the sealer
-// runs on params (sealer.RequestDigest): 32 bytes on the wire instead of the
+// runs on params (package mcpdigest): 32 bytes on the wire instead of the
 // params, twice per round trip, and no Struct to encode or decode on either
 // side. Other languages send params and let the sealer digest them; the
 // digests are the same (FORMAT.md, "Request digest").
@@ -209,36 +209,10 @@ func (b Binding) proto() (*sealerv1.Binding, error) {
 	return &sealerv1.Binding{Digest: d[:]}, nil
 }
 
-// RequestDigest returns the digest the sealer binds the request to,
-// computed in process as the sealer does (sealer.RequestDigest): only the
-// salient members, canonicalized, after refusing members named like them in
-// another case (sealer.CheckParamName).
+// RequestDigest returns the MCP request digest of Method and Params
+// (mcpdigest.Decoded), which the client sends in their place.
 func (b Binding) RequestDigest() (sealer.Digest, error) {
-	names := sealer.SalientParams(b.Method)
-	if names == nil {
-		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod
-	}
-	for name := range b.Params {
-		if err := sealer.CheckParamName(b.Method, name); err != nil {
-			return sealer.Digest{}, err
-		}
-	}
-	target, _ := b.Params[names[0]].(string)
-	var args []byte
-	if len(names) == 2 {
-		if v, ok := b.Params[names[1]]; ok {
-			raw, err := json.Marshal(v)
-			if err != nil {
-				return sealer.Digest{}, fmt.Errorf("params.%s: %v", names[1], err)
-			}
-			// jcs refuses duplicate names, invalid UTF-8 and lone surrogates;
-			// its messages quote the input, so they are not passed on.
-			if args, err = jcs.Transform(raw); err != nil {
-				return sealer.Digest{}, fmt.Errorf("params.%s is not JSON in UTF-8 without duplicate names", names[1])
-			}
-		}
-	}
-	return sealer.DigestCanonical(b.Method, target, args)
+	return mcpdigest.Decoded(b.Method, b.Params)
 }
 
 // SealRequest is what Seal binds and carries.

@@ -19,6 +19,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server"
 )
@@ -241,7 +242,7 @@ func TestBindingDigestIsTheSealers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := sealer.RequestDigest("tools/call", []byte(`{"arguments":{"deep":{"a":true,"b":null},"days":[1,2.5,"x"],"location":"Paris"},"name":"get_weather"}`))
+	want, err := mcpdigest.Request("tools/call", []byte(`{"arguments":{"deep":{"a":true,"b":null},"days":[1,2.5,"x"],"location":"Paris"},"name":"get_weather"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestBindingDigestIsTheSealers(t *testing.T) {
 }
 
 // FuzzToolCallDigest holds the client's digest to the sealer's: for any
-// arguments, ToolCall's binding and sealer.RequestDigest over the same params
+// arguments, ToolCall's binding and mcpdigest.Request over the same params
 // text both refuse, or agree on the digest (R5).
 func FuzzToolCallDigest(f *testing.F) {
 	for _, args := range []string{`{"location":"Paris"}`, `{"a":[1,2.5e3,"\u00e9",null,true],"b":{}}`, `{"a":1,"a":2}`, `[1]`, `null`, `{"n":9007199254740993}`, `{"s":"<\u2028>"}`} {
@@ -291,7 +292,7 @@ func FuzzToolCallDigest(f *testing.F) {
 			}
 			return
 		}
-		theirs, errTheirs := sealer.RequestDigest("tools/call", []byte(params))
+		theirs, errTheirs := mcpdigest.Request("tools/call", []byte(params))
 		switch {
 		case (errMine == nil) != (errTheirs == nil):
 			t.Fatalf("client error %v, sealer error %v", errMine, errTheirs)
@@ -301,8 +302,8 @@ func FuzzToolCallDigest(f *testing.F) {
 	})
 }
 
-// BenchmarkToolCallDigest_8000Keys is the client's digest (encoding/json, then
-// github.com/gowebpki/jcs) of 8,000 argument names of 250 bytes that differ
+// BenchmarkToolCallDigest_8000Keys is the client's digest (mcpdigest.Decoded)
+// of 8,000 argument names of 250 bytes that differ
 // only in their last bytes, out of order.
 func BenchmarkToolCallDigest_8000Keys(b *testing.B) {
 	var args strings.Builder
@@ -341,7 +342,7 @@ func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
 	}
 	// Other members are ignored, as before.
 	got, err := Binding{Method: "resources/read", Params: map[string]any{"uri": "u", "Arguments": 1, "NAME": "x"}}.RequestDigest()
-	want, _ := sealer.RequestDigest("resources/read", []byte(`{"uri":"u"}`))
+	want, _ := mcpdigest.Request("resources/read", []byte(`{"uri":"u"}`))
 	if err != nil || got != want {
 		t.Errorf("resources/read with Arguments and NAME: got %v, %v; want %v", got, err, want)
 	}
@@ -358,17 +359,17 @@ func TestBindingDigest_Limits(t *testing.T) {
 		name, args string
 		ok         bool
 	}{
-		{"64 levels", nested(sealer.MaxDepth), true},
-		{"65 levels", nested(sealer.MaxDepth + 1), false},
-		{"100,000 values", wide(sealer.MaxValues), true},
-		{"100,001 values", wide(sealer.MaxValues + 1), false},
+		{"64 levels", nested(mcpdigest.MaxDepth), true},
+		{"65 levels", nested(mcpdigest.MaxDepth + 1), false},
+		{"100,000 values", wide(mcpdigest.MaxValues), true},
+		{"100,001 values", wide(mcpdigest.MaxValues + 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ToolCall("x", []byte(tc.args)).proto()
 			if tc.ok && err != nil || !tc.ok && !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}
-			_, errSealer := sealer.RequestDigest("tools/call", []byte(`{"name":"x","arguments":`+tc.args+`}`))
+			_, errSealer := mcpdigest.Request("tools/call", []byte(`{"name":"x","arguments":`+tc.args+`}`))
 			if (err == nil) != (errSealer == nil) {
 				t.Fatalf("client %v, sealer %v", err, errSealer)
 			}

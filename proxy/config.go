@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -119,11 +120,11 @@ func (p *Policy) flow(asked []string, opened *client.Opened) *client.FlowRequest
 func (p *Policy) oneTime(method, target string) bool {
 	var list []string
 	switch method {
-	case "tools/call":
+	case mcpdigest.ToolsCall:
 		list = p.OneTime.Tools
-	case "prompts/get":
+	case mcpdigest.PromptsGet:
 		list = p.OneTime.Prompts
-	case "resources/read":
+	case mcpdigest.ResourcesRead:
 		list = p.OneTime.Resources
 	}
 	return slices.Contains(list, target)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mcp-sealer/sealer/client"
-	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
 // object is a JSON object as received: its members in order, each value the
@@ -100,15 +98,15 @@ func (o *object) variant(names ...string) bool {
 }
 
 // looseVariant reports whether name differs from want but matches it once
-// every '_' and '-' is dropped from it and its case is folded: simple case
-// folding, or upper- or lower-casing (sealer.CheckParamName uses the same
-// case rule). want is an ASCII name without '_' or '-'.
+// every '_' and '-' is dropped from it and its case is folded by the digest's
+// case rule (mcpdigest.CaseVariant). want is an ASCII lowercase name without
+// '_' or '-'.
 func looseVariant(name, want string) bool {
 	if name == want {
 		return false
 	}
 	n := strings.Map(dropSeparator, name)
-	return n == want || caseVariant(n, want)
+	return n == want || mcpdigest.CaseVariant(n, want)
 }
 
 // dropSeparator drops the separators of snake_case and kebab-case names.
@@ -117,15 +115,6 @@ func dropSeparator(r rune) rune {
 		return -1
 	}
 	return r
-}
-
-// caseVariant reports whether name differs from want but matches it under
-// simple case folding or after upper- or lower-casing.
-func caseVariant(name, want string) bool {
-	if name == want || utf8.RuneCountInString(name) != len(want) {
-		return false
-	}
-	return strings.EqualFold(name, want) || strings.ToLower(name) == want || strings.ToUpper(name) == strings.ToUpper(want)
 }
 
 // encode writes the object back, its members in their order.
@@ -147,9 +136,6 @@ func (o *object) encode() []byte {
 
 // envelope members of a JSON-RPC message.
 var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-
-// The MCP requests whose params may carry a requestState (R9).
-var stateMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // call is a JSON-RPC request as the proxy judged it.
 type call struct {
@@ -218,11 +204,12 @@ func parseCall(body []byte) (*call, error) {
 	if !ok || bytes.Equal(raw, []byte("null")) {
 		return c, nil
 	}
+	salient, bindable := mcpdigest.Salient(c.method)
 	if c.params, err = parseObject(raw); err != nil {
 		switch {
 		case err != errNotObject || raw[0] == '{':
 			return c, errParse
-		case stateMethods[c.method]:
+		case bindable:
 			return c, errBindParams
 		}
 		c.params = nil
@@ -231,31 +218,41 @@ func parseCall(body []byte) (*call, error) {
 	if c.params.variant("requestState") {
 		return c, errStateParam
 	}
-	if c.params.variant(sealer.SalientParams(c.method)...) {
+	if bindable && c.params.variant(salient.Names()...) {
 		return c, errBindName
 	}
 	if v, ok := c.params.get("requestState"); ok && !bytes.Equal(v, []byte("null")) {
-		if json.Unmarshal(v, &c.state) != nil || !stateMethods[c.method] {
+		if json.Unmarshal(v, &c.state) != nil || !bindable {
 			return c, errStateParam
 		}
 		c.hasState = c.state != ""
 	}
-	if stateMethods[c.method] {
-		if c.params.variant("inputResponses") {
-			return c, errInputsName
-		}
-		b, err := bind(c.method, c.params)
-		if err != nil {
-			return c, errBindParams
-		}
-		if c.hasState {
-			if b.Responded, err = memberNames(c.params, "inputResponses"); err != nil {
-				return c, errInputs
-			}
-		}
-		c.binding = b
+	if !bindable {
+		return c, nil
 	}
+	if c.params.variant("inputResponses") {
+		return c, errInputsName
+	}
+	var responded []string
+	if c.hasState {
+		if responded, err = memberNames(c.params, "inputResponses"); err != nil {
+			return c, errInputs
+		}
+	}
+	// The params are text, so the digest's rules for text apply to the
+	// whole of them (FORMAT.md, "Request digest"), ignored members included.
+	d, err := mcpdigest.Request(c.method, raw)
+	if err != nil {
+		return c, errBindParams
+	}
+	c.binding = &client.Binding{Digest: d[:], Responded: responded}
 	return c, nil
+}
+
+// carriesState reports whether requests of method may carry a requestState.
+func carriesState(method string) bool {
+	_, ok := mcpdigest.Salient(method)
+	return ok
 }
 
 // memberNames returns the names of the object o holds as name: none when it
@@ -277,29 +274,6 @@ func memberNames(o *object, name string) ([]string, error) {
 		return []string{}, nil // {}: no names, which is known
 	}
 	return inner.names, nil
-}
-
-// bind computes the request's binding as the Go client does (client.ToolCall,
-// client.PromptGet, client.ResourceRead): name and arguments, or uri, as
-// received. Every other member is passed by name only, so that one named
-// like them in another case is refused (sealer.CheckParamName).
-func bind(method string, params *object) (*client.Binding, error) {
-	p := make(map[string]any, len(params.names))
-	salient := sealer.SalientParams(method)
-	for i, n := range params.names {
-		p[n] = params.values[i]
-	}
-	var target string
-	if v, ok := params.get(salient[0]); !ok || json.Unmarshal(v, &target) != nil {
-		return nil, fmt.Errorf("params.%s is not a string", salient[0])
-	}
-	p[salient[0]] = target
-	b := client.Binding{Method: method, Params: p}
-	d, err := b.RequestDigest()
-	if err != nil {
-		return nil, err
-	}
-	return &client.Binding{Digest: d[:]}, nil
 }
 
 // withState returns the request's body with params.requestState replaced by

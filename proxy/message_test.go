@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mcp-sealer/sealer/client"
-	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
 func TestParseCall_RefusesWhatAnUpstreamMightReadOtherwise(t *testing.T) {
@@ -52,6 +53,12 @@ func TestParseCall_RefusesWhatAnUpstreamMightReadOtherwise(t *testing.T) {
 		{"inputResponses twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":{},"inputResponses":{"x":{}}}}`, errParse},
 		{"inputResponses with a key twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":{"k":{},"k":{}}}}`, errInputs},
 		{"inputResponses not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":"s","inputResponses":["k"]}}`, errInputs},
+		// The params of the three methods are digested as text, whole: what
+		// the digest's text rules refuse anywhere in them is refused.
+		{"inputResponses with a key twice without a state", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","inputResponses":{"k":12345,"k":null}}}`, errBindParams},
+		{"lone surrogate in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"k":"\ud800"}}}`, errBindParams},
+		{"number beyond a double in _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"k":1e400}}}`, errBindParams},
+		{"params over 1 MiB", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":"` + strings.Repeat("x", mcpdigest.MaxParams) + `"}}`, errBindParams},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseCall([]byte(tc.body))
@@ -92,12 +99,10 @@ func TestParseCall_R5_BindsAsTheGoClient(t *testing.T) {
 }
 
 // TestParseCall_PassesMembersItDoesNotBind: _meta is read by the upstream
-// only, in any spelling; uri is salient on resources/read only; without a
-// state, the proxy reads nothing of inputResponses but its name.
+// only, in any spelling; uri is salient on resources/read only.
 func TestParseCall_PassesMembersItDoesNotBind(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"meta":{},"_Meta":{},"name":"a","requestState":"s"}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","inputResponses":{"user_name":12345,"user_name":null}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"input_responses":{}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"meta":{},"name":"a","u_r_i":"x"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c","_meta":{"progressToken":1}}}`,
@@ -146,7 +151,7 @@ func FuzzParseCall(f *testing.F) {
 		if err != nil || !c.hasState {
 			return
 		}
-		if !stateMethods[c.method] || c.binding == nil {
+		if !carriesState(c.method) || c.binding == nil {
 			t.Fatalf("a state accepted on %q with binding %v", c.method, c.binding)
 		}
 		for _, n := range c.env.names {
@@ -155,7 +160,8 @@ func FuzzParseCall(f *testing.F) {
 			}
 		}
 		for _, n := range c.params.names {
-			if slices.ContainsFunc(append(sealer.SalientParams(c.method), "requestState"), func(want string) bool { return looseVariant(n, want) }) {
+			m, _ := mcpdigest.Salient(c.method)
+			if slices.ContainsFunc(append(m.Names(), "requestState"), func(want string) bool { return looseVariant(n, want) }) {
 				t.Fatalf("accepted beside a state: the params member %q", n)
 			}
 		}

@@ -70,6 +70,7 @@ import (
 
 	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -462,7 +463,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 // target is the request's name or uri.
 func (c *call) target() string {
 	var t string
-	if v, ok := c.params.get(sealer.SalientParams(c.method)[0]); ok {
+	s, _ := mcpdigest.Salient(c.method)
+	if v, ok := c.params.get(s.Target); ok {
 		json.Unmarshal(v, &t)
 	}
 	return t
@@ -520,7 +522,7 @@ func refusal(e *requestError) string {
 }
 
 func methodLabel(m string) string {
-	if stateMethods[m] {
+	if carriesState(m) {
 		return m
 	}
 	return "other"

@@ -97,22 +97,6 @@ func BenchmarkRawAEAD(b *testing.B) {
 	}
 }
 
-func BenchmarkRequestDigest(b *testing.B) {
-	for _, n := range benchSizes {
-		params := []byte(fmt.Sprintf(`{"_meta":{"progressToken":1},"name":"get_weather","arguments":{"location":"New York","notes":%q}}`,
-			bytes.Repeat([]byte("x"), n-90)))
-		b.Run(fmt.Sprintf("%dB", len(params)), func(b *testing.B) {
-			b.SetBytes(int64(len(params)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := sealer.RequestDigest("tools/call", params); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
 // BenchmarkBase64 is the cost FORMAT.md's encoding adds on its own: encoding
 // and decoding a blob of the size a payload of n bytes produces.
 func BenchmarkBase64(b *testing.B) {

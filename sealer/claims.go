@@ -2,14 +2,27 @@ package sealer
 
 import (
 	"encoding/hex"
+	"fmt"
 	"time"
 )
 
-// Digest identifies the request a state is bound to; see RequestDigest.
+// Digest identifies the request a state is bound to: the MCP request digest
+// of FORMAT.md, which package mcpdigest computes, or a caller's own.
 type Digest [32]byte
 
 // String returns the digest in hex.
 func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// DigestOf returns b as a Digest, for callers that bind states to requests of
+// their own with a digest they compute. b must be 32 bytes.
+func DigestOf(b []byte) (Digest, error) {
+	var d Digest
+	if len(b) != len(d) {
+		return d, fmt.Errorf("%w: digest of %d bytes, want %d", ErrArgument, len(b), len(d))
+	}
+	copy(d[:], b)
+	return d, nil
+}
 
 // StateID identifies one sealed state; the one-time ledger records it.
 type StateID [16]byte
@@ -57,7 +70,7 @@ type Expect struct {
 	// check its length: one that Seal refuses (empty, over MaxPrincipal)
 	// matches no state, ErrPrincipalMismatch.
 	Principal string
-	// Request is the digest of the retry (RequestDigest of its params).
+	// Request is the digest of the retry (mcpdigest.Request of its params).
 	Request Digest
 	// Skew is the allowance for clock differences between the replica that
 	// sealed and the one that opens: a state opens until ExpiresAt + Skew.

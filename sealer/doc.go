@@ -17,9 +17,11 @@
 //
 // # Request digests
 //
-// [RequestDigest] binds a state to the MCP request that produced it, so that
-// the retry of that request (with _meta, inputResponses and requestState
-// added) opens it and any other request does not.
+// A state is bound to a [Digest] of the MCP request that produced it, so
+// that the retry of that request (with _meta, inputResponses and
+// requestState added) opens it and any other request does not. Package
+// mcpdigest computes it; this package only carries and compares it, and so
+// needs nothing but the standard library and golang.org/x/crypto.
 //
 // # Test vectors
 //

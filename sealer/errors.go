@@ -24,7 +24,9 @@ var (
 	ErrInputMismatch = errors.New("sealer: input responses do not match the input requests")
 )
 
-// Errors returned for malformed arguments to Seal and RequestDigest.
+// Errors returned for malformed arguments to Seal and to the request digest
+// (package mcpdigest), which shares them so that one vocabulary of errors
+// serves the whole API.
 var (
 	// ErrArgument means an argument is malformed or out of bounds.
 	ErrArgument = errors.New("sealer: invalid argument")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -26,7 +27,7 @@ func exampleRing() *keys.Ring {
 func ExampleSeal() {
 	ring := exampleRing()
 	// The request that needs more input, as the MCP server received it.
-	d, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+	d, err := mcpdigest.Request("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
 	if err != nil {
 		panic(err)
 	}
@@ -49,13 +50,13 @@ func ExampleSeal() {
 func ExampleOpen() {
 	ring := exampleRing()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	first, _ := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+	first, _ := mcpdigest.Request("tools/call", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
 	state, _ := sealer.Seal(ring, "weather-team", sealer.Claims{
 		Principal: "alice", Request: first, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute),
 	}, []byte(`{"step":1}`))
 
 	// The retry carries _meta, inputResponses and the requestState: same digest.
-	retry, _ := sealer.RequestDigest("tools/call", []byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},
+	retry, _ := mcpdigest.Request("tools/call", []byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},
 		"name":"get_weather","arguments":{"location":"New York"},
 		"inputResponses":{"unit":{"action":"accept","content":{"unit":"C"}}},"requestState":"`+state+`"}`))
 	o, err := sealer.Open(ring, "weather-team", state, sealer.Expect{Principal: "alice", Request: retry}, now.Add(time.Minute))

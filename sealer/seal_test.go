@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -35,7 +36,7 @@ func testRing(tb testing.TB, versions ...uint32) *keys.Ring {
 
 func testDigest(tb testing.TB, args string) sealer.Digest {
 	tb.Helper()
-	d, err := sealer.RequestDigest("tools/call", []byte(`{"name":"get_weather","arguments":`+args+`}`))
+	d, err := mcpdigest.Request("tools/call", []byte(`{"name":"get_weather","arguments":`+args+`}`))
 	if err != nil {
 		tb.Fatal(err)
 	}

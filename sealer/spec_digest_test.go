@@ -150,9 +150,13 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 	return target, args, h.Sum(nil), nil
 }
 
+// specCaseExtras are the non-ASCII characters FORMAT.md lists as case
+// variants of the ASCII letters of salient names.
+var specCaseExtras = map[rune][]rune{'s': {0x17f}, 'i': {0x130, 0x131}}
+
 // specCaseVariant is FORMAT.md's list: as many characters as the salient
 // name, each the salient character, its ASCII upper case, or one of
-// caseVariantExtras (U+017F for s, U+0130 or U+0131 for i).
+// specCaseExtras (U+017F for s, U+0130 or U+0131 for i).
 func specCaseVariant(name, salient string, m digestMistakes) bool {
 	switch {
 	case m.asciiCaseCheck:
@@ -177,7 +181,7 @@ func specCaseVariant(name, salient string, m digestMistakes) bool {
 	}
 	for i, r := range runes {
 		c := rune(salient[i])
-		if r != c && r != c-'a'+'A' && !slices.Contains(caseVariantExtras[c], r) {
+		if r != c && r != c-'a'+'A' && !slices.Contains(specCaseExtras[c], r) {
 			return false
 		}
 	}

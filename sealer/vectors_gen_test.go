@@ -18,13 +18,14 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // This file writes testdata/vectors.json (TestVectors): the states are
 // sealed by sealer.Seal, or crafted with spec_test.go where Seal refuses to
 // go, each with a nonce drawn from a random source seeded by the vector's
-// name, at fixed times; the digests are RequestDigest's. Every verdict is
+// name, at fixed times; the digests are mcpdigest.Request's. Every verdict is
 // written here by hand and checked against the opener of spec_test.go
 // before it is written.
 
@@ -118,7 +119,7 @@ func buildVectors(t *testing.T) []byte {
 }
 
 func (g *vectorGen) digest(params string) []byte {
-	d, err := sealer.RequestDigest("tools/call", []byte(params))
+	d, err := mcpdigest.Request("tools/call", []byte(params))
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -454,7 +455,7 @@ func (g *vectorGen) buildOpens() {
 		{"another request", other},
 		{"all-zero request", strings.Repeat("00", 32)},
 		{"same params, another method", func() string {
-			d, _ := sealer.RequestDigest("prompts/get", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
+			d, _ := mcpdigest.Request("prompts/get", []byte(`{"name":"get_weather","arguments":{"location":"New York"}}`))
 			return d.String()
 		}()},
 	} {
@@ -526,8 +527,8 @@ func (g *vectorGen) buildDigests() {
 		{"URI", "resources/read", `{"uri":"file:///etc/motd","URI":"file:///etc/shadow"}`, false, false, ""},
 		{"urı", "resources/read", `{"uri":"file:///etc/motd","ur\u0131":"file:///etc/shadow"}`, false, false, "U+0131 upper-cases to I"},
 		{"resources/read with Arguments and NAME", "resources/read", `{"uri":"file:///etc/motd","Arguments":{},"NAME":"x"}`, true, false, "not salient for resources/read"},
-		{"64 levels", "tools/call", arg(nested(sealer.MaxDepth)), true, false, ""},
-		{"65 levels", "tools/call", arg(nested(sealer.MaxDepth + 1)), false, false, ""},
+		{"64 levels", "tools/call", arg(nested(mcpdigest.MaxDepth)), true, false, ""},
+		{"65 levels", "tools/call", arg(nested(mcpdigest.MaxDepth + 1)), false, false, ""},
 
 		// Arguments, target, params and method.
 		{"null arguments", "tools/call", `{"name":"get_weather","arguments":null}`, true, false, "same digest as absent arguments"},
@@ -594,13 +595,13 @@ func (g *vectorGen) buildDigests() {
 		{"duplicate arguments", "tools/call", `{"name":"x","arguments":{"a":1},"arguments":{"a":2}}`, false, true, ""},
 
 		// Size and limits.
-		{"params of 1 MiB", "tools/call", pad(sealer.MaxParams), true, false, "1,048,576 bytes"},
-		{"params of 1 MiB + 1", "tools/call", pad(sealer.MaxParams + 1), false, true, "1,048,577 bytes"},
-		{"64 levels of objects", "tools/call", arg(strings.Repeat(`{"a":`, sealer.MaxDepth-1) + `{}` + strings.Repeat(`}`, sealer.MaxDepth-1)), true, false, ""},
-		{"65 levels of objects", "tools/call", arg(strings.Repeat(`{"a":`, sealer.MaxDepth) + `{}` + strings.Repeat(`}`, sealer.MaxDepth)), false, false, ""},
+		{"params of 1 MiB", "tools/call", pad(mcpdigest.MaxParams), true, false, "1,048,576 bytes"},
+		{"params of 1 MiB + 1", "tools/call", pad(mcpdigest.MaxParams + 1), false, true, "1,048,577 bytes"},
+		{"64 levels of objects", "tools/call", arg(strings.Repeat(`{"a":`, mcpdigest.MaxDepth-1) + `{}` + strings.Repeat(`}`, mcpdigest.MaxDepth-1)), true, false, ""},
+		{"65 levels of objects", "tools/call", arg(strings.Repeat(`{"a":`, mcpdigest.MaxDepth) + `{}` + strings.Repeat(`}`, mcpdigest.MaxDepth)), false, false, ""},
 		{"1,000 levels in _meta", "tools/call", `{"name":"x","_meta":` + nested(1000) + `}`, true, false, "the limits bind the arguments only"},
-		{"100,000 values", "tools/call", arg(wide(sealer.MaxValues)), true, false, "and one member name, which is not a value"},
-		{"100,001 values", "tools/call", arg(wide(sealer.MaxValues + 1)), false, false, ""},
+		{"100,000 values", "tools/call", arg(wide(mcpdigest.MaxValues)), true, false, "and one member name, which is not a value"},
+		{"100,001 values", "tools/call", arg(wide(mcpdigest.MaxValues + 1)), false, false, ""},
 
 		// Case variants by each mapping, only at the top level; the byte
 		// order mark.
@@ -621,9 +622,9 @@ func (g *vectorGen) buildDigests() {
 		} else {
 			v.ParamsHex = hex.EncodeToString([]byte(c.params))
 		}
-		d, err := sealer.RequestDigest(c.method, []byte(c.params))
+		d, err := mcpdigest.Request(c.method, []byte(c.params))
 		if (err == nil) != c.ok {
-			g.t.Fatalf("digest vector %q: RequestDigest says %v, the vector ok %v", c.name, err, c.ok)
+			g.t.Fatalf("digest vector %q: mcpdigest.Request says %v, the vector ok %v", c.name, err, c.ok)
 		}
 		if c.ok {
 			v.Want, v.Digest = "ok", d.String()
@@ -644,17 +645,27 @@ func canonicalParts(t *testing.T, method, params string) (string, *string) {
 	if err := json.Unmarshal(canon, &m); err != nil {
 		t.Fatal(err)
 	}
-	names := sealer.SalientParams(method)
+	s, _ := mcpdigest.Salient(method)
 	var target string
-	if err := json.Unmarshal(m[names[0]], &target); err != nil {
+	if err := json.Unmarshal(m[s.Target], &target); err != nil {
 		t.Fatal(err)
 	}
 	args := ""
-	if len(names) == 2 {
+	if s.Arguments != "" {
 		args = "null"
-		if a, ok := m[names[1]]; ok {
+		if a, ok := m[s.Arguments]; ok {
 			args = string(a)
 		}
 	}
 	return target, &args
+}
+
+// nested returns arguments nested levels deep: an object, then arrays.
+func nested(levels int) string {
+	return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
+}
+
+// wide returns arguments of n values (n >= 2): an object, an array, zeros.
+func wide(n int) string {
+	return `{"a":[` + strings.TrimSuffix(strings.Repeat("0,", n-2), ",") + `]}`
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/keys"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -335,13 +336,13 @@ func TestVectors_Seal(t *testing.T) {
 	}
 }
 
-// TestVectors_Digests computes every digest vector with RequestDigest, and
-// the accepted ones again with DigestCanonical from their canonical parts
+// TestVectors_Digests computes every digest vector with mcpdigest.Request, and
+// the accepted ones again with mcpdigest.Canonical from their canonical parts
 // (R5, R9).
 func TestVectors_Digests(t *testing.T) {
 	for _, tc := range loadVectors(t).Digests {
 		t.Run(tc.Name, func(t *testing.T) {
-			d, err := sealer.RequestDigest(tc.Method, tc.params())
+			d, err := mcpdigest.Request(tc.Method, tc.params())
 			switch {
 			case tc.Want == "refused" && err == nil:
 				t.Fatalf("got digest %v, want a refusal", d)
@@ -353,9 +354,9 @@ func TestVectors_Digests(t *testing.T) {
 			case err != nil || d.String() != tc.Digest:
 				t.Fatalf("got %v, %v; want %s", d, err, tc.Digest)
 			}
-			d, err = sealer.DigestCanonical(tc.Method, tc.Target, []byte(*tc.Args))
+			d, err = mcpdigest.Canonical(tc.Method, tc.Target, []byte(*tc.Args))
 			if err != nil || d.String() != tc.Digest {
-				t.Fatalf("DigestCanonical: got %v, %v; want %s", d, err, tc.Digest)
+				t.Fatalf("mcpdigest.Canonical: got %v, %v; want %s", d, err, tc.Digest)
 			}
 		})
 	}

@@ -13,23 +13,24 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // errNotCanonical marks a value RFC 8785 cannot express.
 var errNotCanonical = errors.New("not representable in RFC 8785 JSON")
 
-// errLimit marks arguments beyond the limits of sealer.DigestCanonical; it is
-// returned wrapped in sealer.ErrArgument, as the JSON path returns it.
+// errLimit marks arguments beyond the limits of the request digest; it is
+// returned wrapped in sealer.ErrArgument, as mcpdigest returns it.
 var errLimit = errors.New("beyond the limits of the request digest")
 
 // bindingDigest returns the digest a request binds to: the caller's own, or
-// the MCP request digest of its method and params. It reads only the salient
-// members (a retry's _meta, inputResponses and requestState are ignored by
-// the digest anyway), after refusing members named like them in another case
-// (sealer.CheckParamName), and writes their RFC 8785 form straight from the
-// Struct, instead of encoding the Struct as JSON and canonicalizing that
-// text again; FuzzBindingDigest holds it to sealer.RequestDigest.
+// the MCP request digest of its method and params. It is an adapter onto
+// mcpdigest.Canonical, which applies every rule of the digest: it checks
+// every member name (mcpdigest.CheckParamName), reads only the salient
+// members, and writes the arguments' RFC 8785 form straight from the Struct,
+// which costs a fraction of encoding the Struct as JSON for mcpdigest to
+// parse again. FuzzBindingDigest holds it to mcpdigest.Request.
 func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 	switch {
 	case b == nil:
@@ -39,23 +40,23 @@ func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 	case len(b.Digest) > 0:
 		return sealer.DigestOf(b.Digest)
 	}
-	names := sealer.SalientParams(b.Method)
-	if names == nil {
-		return sealer.DigestCanonical(b.Method, "", nil) // ErrMethod
+	m, ok := mcpdigest.Salient(b.Method)
+	if !ok {
+		return mcpdigest.Canonical(b.Method, "", nil) // ErrMethod
 	}
 	fields := b.GetParams().GetFields()
 	for name := range fields {
-		if err := sealer.CheckParamName(b.Method, name); err != nil {
+		if err := mcpdigest.CheckParamName(b.Method, name); err != nil {
 			return sealer.Digest{}, err
 		}
 	}
-	target, _ := fields[names[0]].GetKind().(*structpb.Value_StringValue)
+	target, _ := fields[m.Target].GetKind().(*structpb.Value_StringValue)
 	if target == nil {
-		return sealer.DigestCanonical(b.Method, "", nil) // target missing or not a string
+		return mcpdigest.Canonical(b.Method, "", nil) // target missing or not a string
 	}
 	var args []byte
-	if len(names) == 2 {
-		if v, ok := fields[names[1]]; ok {
+	if m.Arguments != "" {
+		if v, ok := fields[m.Arguments]; ok {
 			var err error
 			var small [512]byte // most arguments: no allocation
 			buf := small[:0]
@@ -67,17 +68,16 @@ func bindingDigest(b *sealerv1.Binding) (sealer.Digest, error) {
 				if errors.Is(err, errLimit) {
 					wrap = sealer.ErrArgument
 				}
-				return sealer.Digest{}, fmt.Errorf("%w: params.%s: %v", wrap, names[1], err)
+				return sealer.Digest{}, fmt.Errorf("%w: params.%s: %v", wrap, m.Arguments, err)
 			}
 		}
 	}
-	return sealer.DigestCanonical(b.Method, target.StringValue, args)
+	return mcpdigest.Canonical(b.Method, target.StringValue, args)
 }
 
 // canonicalSizeHint guesses the length of the canonical form of v from its
-// top-level member names alone, so that the buffer seldom grows: a walk of
-// the whole Struct (proto.Size) cost as much as the rest of the digest for
-// small arguments.
+// top-level member names alone, so that the buffer seldom grows without a
+// walk of the whole Struct (proto.Size), which costs as much as the digest.
 func canonicalSizeHint(v *structpb.Value) int {
 	n := 0
 	for name := range v.GetStructValue().GetFields() {
@@ -88,11 +88,12 @@ func canonicalSizeHint(v *structpb.Value) int {
 
 // appendCanonical appends the RFC 8785 form of v, found depth levels deep in
 // the arguments, to dst, and adds the values it holds to *values. It refuses
-// arguments beyond the limits sealer.DigestCanonical enforces
-// (sealer.MaxDepth levels, sealer.MaxValues values) as soon as it meets a
-// container that goes beyond them, before it sorts or writes its members.
+// arguments beyond the limits mcpdigest.Canonical enforces
+// (mcpdigest.MaxDepth levels, mcpdigest.MaxValues values) as soon as it
+// meets a container that goes beyond them, before it sorts or writes its
+// members, so that a huge Struct is not copied first.
 func appendCanonical(dst []byte, v *structpb.Value, depth int, values *int) ([]byte, error) {
-	if *values++; *values > sealer.MaxValues {
+	if *values++; *values > mcpdigest.MaxValues {
 		return nil, errTooMany
 	}
 	switch k := v.GetKind().(type) {
@@ -162,16 +163,16 @@ func appendCanonical(dst []byte, v *structpb.Value, depth int, values *int) ([]b
 	return nil, fmt.Errorf("%w: unknown value kind", errNotCanonical)
 }
 
-// errTooMany is returned for arguments of more than sealer.MaxValues values.
-var errTooMany = fmt.Errorf("%w: more than %d values", errLimit, sealer.MaxValues)
+// errTooMany is returned for arguments of more than mcpdigest.MaxValues values.
+var errTooMany = fmt.Errorf("%w: more than %d values", errLimit, mcpdigest.MaxValues)
 
 // checkContainer refuses an object or array found depth levels deep in the
 // arguments, whose members or elements will make at least values values.
 func checkContainer(depth, values int) error {
 	switch {
-	case depth >= sealer.MaxDepth:
-		return fmt.Errorf("%w: nested deeper than %d levels", errLimit, sealer.MaxDepth)
-	case values > sealer.MaxValues:
+	case depth >= mcpdigest.MaxDepth:
+		return fmt.Errorf("%w: nested deeper than %d levels", errLimit, mcpdigest.MaxDepth)
+	case values > mcpdigest.MaxValues:
 		return errTooMany
 	}
 	return nil

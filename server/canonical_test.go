@@ -15,20 +15,21 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // viaJSON is the reference path: the params encoded as JSON text, then
-// sealer.RequestDigest (RFC 8785 by github.com/gowebpki/jcs). Members other
-// than the salient ones keep their names, which RequestDigest checks, but
-// not their values, which it ignores: their size would count against
-// sealer.MaxParams, which binds the JSON path only.
+// mcpdigest.Request. Members other than the salient ones keep their names,
+// which Request checks, but not their values, which it ignores: their size
+// would count against mcpdigest.MaxParams, which binds the JSON path only.
 func viaJSON(method string, params *structpb.Struct) (sealer.Digest, error) {
 	salient := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for name := range params.GetFields() {
 		salient.Fields[name] = structpb.NewNullValue()
 	}
-	for _, name := range sealer.SalientParams(method) {
+	m, _ := mcpdigest.Salient(method)
+	for _, name := range m.Names() {
 		if v, ok := params.GetFields()[name]; ok {
 			salient.Fields[name] = v
 		}
@@ -37,11 +38,12 @@ func viaJSON(method string, params *structpb.Struct) (sealer.Digest, error) {
 	if err != nil {
 		return sealer.Digest{}, err
 	}
-	return sealer.RequestDigest(method, text)
+	return mcpdigest.Request(method, text)
 }
 
-// FuzzBindingDigest holds the Struct encoder to the JSON path: for any params
-// a caller can send, both accept or both refuse, with the same digest.
+// FuzzBindingDigest holds the Struct adapter to the one implementation of
+// the digest, mcpdigest.Request: for any params a caller can send, both
+// accept or both refuse, with the same digest.
 func FuzzBindingDigest(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"get_weather","arguments":{"location":"New York","days":3}}`,
@@ -56,8 +58,8 @@ func FuzzBindingDigest(f *testing.F) {
 		`{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`,
 		`{"name":"x","NAME":"y","argument\u017f":{}}`,
 		`{"uri":"file:///x","URI":"file:///y","Arguments":{}}`,
-		`{"name":"x","arguments":` + nested(sealer.MaxDepth) + `}`,
-		`{"name":"x","arguments":` + nested(sealer.MaxDepth+1) + `}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth) + `}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth+1) + `}`,
 	} {
 		for _, m := range []byte{0, 1, 2, 3} {
 			f.Add(m, []byte(s))
@@ -78,8 +80,6 @@ func FuzzBindingDigest(f *testing.F) {
 	})
 }
 
-// BenchmarkBindingDigest_8000Keys is the sort of member names at its worst:
-// 8,000 names of 250 bytes that differ only in their last bytes.
 // BenchmarkBindingDigest_ToolCall is the digest of an ordinary tools/call,
 // computed on every Seal and Open that sends params.
 func BenchmarkBindingDigest_ToolCall(b *testing.B) {
@@ -96,6 +96,8 @@ func BenchmarkBindingDigest_ToolCall(b *testing.B) {
 	}
 }
 
+// BenchmarkBindingDigest_8000Keys is the sort of member names at its worst:
+// 8,000 names of 250 bytes that differ only in their last bytes.
 func BenchmarkBindingDigest_8000Keys(b *testing.B) {
 	args := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	prefix := strings.Repeat("k", 242)
@@ -214,13 +216,13 @@ func TestBindingDigest_Limits(t *testing.T) {
 		args *structpb.Value
 		ok   bool
 	}{
-		{"64 levels", deep(sealer.MaxDepth), true},
-		{"65 levels", deep(sealer.MaxDepth + 1), false},
+		{"64 levels", deep(mcpdigest.MaxDepth), true},
+		{"65 levels", deep(mcpdigest.MaxDepth + 1), false},
 		{"100,000 levels", deep(100_000), false},
-		{"100,000 values", wide(sealer.MaxValues), true},
-		{"100,001 values", wide(sealer.MaxValues + 1), false},
-		{"99,999 members", members(sealer.MaxValues - 1), true},
-		{"100,000 members", members(sealer.MaxValues), false},
+		{"100,000 values", wide(mcpdigest.MaxValues), true},
+		{"100,001 values", wide(mcpdigest.MaxValues + 1), false},
+		{"99,999 members", members(mcpdigest.MaxValues - 1), true},
+		{"100,000 members", members(mcpdigest.MaxValues), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("x"), "arguments": tc.args}}

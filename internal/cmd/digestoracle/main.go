@@ -5,7 +5,7 @@
 //
 // It reads lines from stdin, each a JSON object {"method": "...", "params":
 // "..."} whose params is the params object as JSON text, in a string. For
-// each it writes one line: the hex digest that sealer.RequestDigest gives,
+// each it writes one line: the hex digest that mcpdigest.Request gives,
 // or "refused", a tab and the error. A line that is not such an object gets
 // "error", a tab and why. Each line is flushed as it is written, since the
 // test drives it over a pipe one request at a time.
@@ -20,7 +20,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
 type request struct {
@@ -60,7 +60,7 @@ func answer(line []byte) string {
 	if err := json.Unmarshal(line, &req); err != nil || req.Method == nil || req.Params == nil {
 		return "error\twant a JSON object with the strings method and params"
 	}
-	d, err := sealer.RequestDigest(*req.Method, []byte(*req.Params))
+	d, err := mcpdigest.Request(*req.Method, []byte(*req.Params))
 	if err != nil {
 		// One line per answer: the error may quote a name with a newline.
 		return "refused\t" + strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(err.Error())

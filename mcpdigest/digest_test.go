@@ -1,4 +1,4 @@
-package sealer_test
+package mcpdigest_test
 
 import (
 	"encoding/json"
@@ -15,21 +15,22 @@ import (
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
 
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 func mustDigest(t *testing.T, method, params string) sealer.Digest {
 	t.Helper()
-	d, err := sealer.RequestDigest(method, []byte(params))
+	d, err := mcpdigest.Request(method, []byte(params))
 	if err != nil {
-		t.Fatalf("RequestDigest(%s, %s): %v", method, params, err)
+		t.Fatalf("Request(%s, %s): %v", method, params, err)
 	}
 	return d
 }
 
 const original = `{"name":"get_weather","arguments":{"location":"New York","days":1,"units":{"t":"C","w":"kmh"}}}`
 
-func TestRequestDigest_R5_SameRequest(t *testing.T) {
+func TestRequest_R5_SameRequest(t *testing.T) {
 	want := mustDigest(t, "tools/call", original)
 	same := []struct{ name, params string }{
 		{"reordered keys", `{"arguments":{"units":{"w":"kmh","t":"C"},"days":1,"location":"New York"},"name":"get_weather"}`},
@@ -53,7 +54,7 @@ func TestRequestDigest_R5_SameRequest(t *testing.T) {
 	}
 }
 
-func TestRequestDigest_R5_OtherRequest(t *testing.T) {
+func TestRequest_R5_OtherRequest(t *testing.T) {
 	base := mustDigest(t, "tools/call", original)
 	other := []struct{ name, method, params string }{
 		{"other argument value", "tools/call", `{"name":"get_weather","arguments":{"location":"Boston","days":1,"units":{"t":"C","w":"kmh"}}}`},
@@ -80,7 +81,7 @@ func TestRequestDigest_R5_OtherRequest(t *testing.T) {
 	}
 }
 
-func TestRequestDigest_R5_Resources(t *testing.T) {
+func TestRequest_R5_Resources(t *testing.T) {
 	a := mustDigest(t, "resources/read", `{"uri":"file:///a.txt"}`)
 	retry := mustDigest(t, "resources/read", `{"uri":"file:///a.txt","_meta":{"x":1},"inputResponses":{},"requestState":"s","arguments":{"ignored":true}}`)
 	b := mustDigest(t, "resources/read", `{"uri":"file:///b.txt"}`)
@@ -92,7 +93,7 @@ func TestRequestDigest_R5_Resources(t *testing.T) {
 	}
 }
 
-func TestRequestDigest_NoConcatenationCollision(t *testing.T) {
+func TestRequest_NoConcatenationCollision(t *testing.T) {
 	// Method, target and arguments are length-prefixed: moving bytes from one
 	// to another changes the digest.
 	a := mustDigest(t, "prompts/get", `{"name":"ab","arguments":{"c":"d"}}`)
@@ -102,7 +103,7 @@ func TestRequestDigest_NoConcatenationCollision(t *testing.T) {
 	}
 }
 
-func TestRequestDigest_Rejects(t *testing.T) {
+func TestRequest_Rejects(t *testing.T) {
 	tests := []struct {
 		name, method, params string
 		err                  error
@@ -134,11 +135,11 @@ func TestRequestDigest_Rejects(t *testing.T) {
 		{"negative integer beyond 2^53", "tools/call", `{"name":"x","arguments":{"a":[-9007199254740993]}}`, sealer.ErrArgument},
 		{"huge exponent", "tools/call", `{"name":"x","arguments":{"a":1e300}}`, sealer.ErrArgument},
 		{"number out of range", "tools/call", `{"name":"x","arguments":{"a":1e999}}`, sealer.ErrArgument},
-		{"oversize", "tools/call", `{"name":"x","_meta":"` + strings.Repeat("a", sealer.MaxParams) + `"}`, sealer.ErrArgument},
+		{"oversize", "tools/call", `{"name":"x","_meta":"` + strings.Repeat("a", mcpdigest.MaxParams) + `"}`, sealer.ErrArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sealer.RequestDigest(tc.method, []byte(tc.params))
+			_, err := mcpdigest.Request(tc.method, []byte(tc.params))
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}
@@ -146,38 +147,35 @@ func TestRequestDigest_Rejects(t *testing.T) {
 	}
 }
 
-func TestRequestDigest_Accepts(t *testing.T) {
+func TestRequest_Accepts(t *testing.T) {
 	for _, params := range []string{
 		`{"name":"x","arguments":{"id":9007199254740991,"n":-9007199254740991,"f":0.1,"s":"9007199254740993"}}`,
 		`{"name":"x","_meta":{"big":9007199254740993}}`,
 		`{"name":"ünïcødé 🙂","arguments":{"k":"\ud83d\ude42"}}`,
 		`{"name":"x","arguments":{"a":{"b":{"c":[1,2,{"d":"e\"}"}]}}}}`,
 	} {
-		if _, err := sealer.RequestDigest("tools/call", []byte(params)); err != nil {
+		if _, err := mcpdigest.Request("tools/call", []byte(params)); err != nil {
 			t.Errorf("%s: %v", params, err)
 		}
 	}
 }
 
-func TestDigestOf(t *testing.T) {
-	d, err := sealer.DigestOf(make([]byte, 32))
-	if err != nil || d != (sealer.Digest{}) {
-		t.Fatalf("32 zero bytes: got %v, %v", d, err)
-	}
-	for _, n := range []int{0, 31, 33} {
-		if _, err := sealer.DigestOf(make([]byte, n)); !errors.Is(err, sealer.ErrArgument) {
-			t.Errorf("%d bytes: got %v, want ErrArgument", n, err)
+func TestSalient(t *testing.T) {
+	for method, want := range map[string]string{
+		"tools/call": "name arguments", "prompts/get": "name arguments", "resources/read": "uri", "tools/list": "",
+	} {
+		m, ok := mcpdigest.Salient(method)
+		if got := strings.Join(m.Names(), " "); ok != (want != "") || ok && got != want {
+			t.Errorf("%s: got %q, %v; want %q", method, got, ok, want)
 		}
 	}
 }
 
-func TestSalientParams(t *testing.T) {
-	for method, want := range map[string]string{
-		"tools/call": "name arguments", "prompts/get": "name arguments", "resources/read": "uri", "tools/list": "",
-	} {
-		if got := strings.Join(sealer.SalientParams(method), " "); got != want {
-			t.Errorf("%s: got %q, want %q", method, got, want)
-		}
+// The limits sealer keeps for its older callers are the digest's.
+func TestLimits_SealerKeepsTheSame(t *testing.T) {
+	if sealer.MaxDepth != mcpdigest.MaxDepth || sealer.MaxValues != mcpdigest.MaxValues {
+		t.Errorf("sealer has %d levels and %d values, want %d and %d",
+			sealer.MaxDepth, sealer.MaxValues, mcpdigest.MaxDepth, mcpdigest.MaxValues)
 	}
 }
 
@@ -221,7 +219,7 @@ func TestCheckParamName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.name, func(t *testing.T) {
-			if err := sealer.CheckParamName(tc.method, tc.name); !errors.Is(err, tc.err) {
+			if err := mcpdigest.CheckParamName(tc.method, tc.name); !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}
 		})
@@ -270,7 +268,7 @@ func TestCheckParamName_TheListIsTheSimpleMappings(t *testing.T) {
 				if method == "" {
 					method = "tools/call"
 				}
-				if err := sealer.CheckParamName(method, name); !errors.Is(err, sealer.ErrArgument) {
+				if err := mcpdigest.CheckParamName(method, name); !errors.Is(err, sealer.ErrArgument) {
 					t.Errorf("%s: got %v, want ErrArgument", name, err)
 				}
 			}
@@ -314,7 +312,7 @@ func TestCheckParamName_FullMappingsAddNothing(t *testing.T) {
 	t.Logf("full mappings to several ASCII letters: %s", strings.Join(found, ", "))
 }
 
-func TestRequestDigest_R5_CaseVariantsRefused(t *testing.T) {
+func TestRequest_R5_CaseVariantsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, method, params string }{
 		{"Arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
 		{"NAME", "tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer_all"}`},
@@ -328,7 +326,7 @@ func TestRequestDigest_R5_CaseVariantsRefused(t *testing.T) {
 		{"dotless i", "resources/read", `{"uri":"file:///etc/motd","ur\u0131":"file:///etc/shadow"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sealer.RequestDigest(tc.method, []byte(tc.params)); !errors.Is(err, sealer.ErrArgument) {
+			if _, err := mcpdigest.Request(tc.method, []byte(tc.params)); !errors.Is(err, sealer.ErrArgument) {
 				t.Fatalf("got %v, want ErrArgument", err)
 			}
 		})
@@ -376,45 +374,45 @@ func members(n int) string {
 // everyKind is arguments of MaxValues-2 values of every kind, but for its
 // closing "]}": an object, an array, and in it true, false, null, a string,
 // a number and an empty object, repeated.
-var everyKind = `{"a":[` + strings.Repeat(`true,false,null,"s",1.5,{},`, (sealer.MaxValues-4)/6)
+var everyKind = `{"a":[` + strings.Repeat(`true,false,null,"s",1.5,{},`, (mcpdigest.MaxValues-4)/6)
 
-func TestRequestDigest_Limits(t *testing.T) {
+func TestRequest_Limits(t *testing.T) {
 	tests := []struct {
 		name, args string
 		ok         bool
 	}{
-		{"64 levels", nested(sealer.MaxDepth), true},
-		{"65 levels", nested(sealer.MaxDepth + 1), false},
-		{"64 levels of objects", strings.Repeat(`{"a":`, sealer.MaxDepth-1) + `{}` + strings.Repeat(`}`, sealer.MaxDepth-1), true},
-		{"65 levels of objects", strings.Repeat(`{"a":`, sealer.MaxDepth) + `{}` + strings.Repeat(`}`, sealer.MaxDepth), false},
-		{"64 levels, scalar at the bottom", `{"a":` + strings.Repeat("[", sealer.MaxDepth-1) + `"s"` + strings.Repeat("]", sealer.MaxDepth-1) + `}`, true},
+		{"64 levels", nested(mcpdigest.MaxDepth), true},
+		{"65 levels", nested(mcpdigest.MaxDepth + 1), false},
+		{"64 levels of objects", strings.Repeat(`{"a":`, mcpdigest.MaxDepth-1) + `{}` + strings.Repeat(`}`, mcpdigest.MaxDepth-1), true},
+		{"65 levels of objects", strings.Repeat(`{"a":`, mcpdigest.MaxDepth) + `{}` + strings.Repeat(`}`, mcpdigest.MaxDepth), false},
+		{"64 levels, scalar at the bottom", `{"a":` + strings.Repeat("[", mcpdigest.MaxDepth-1) + `"s"` + strings.Repeat("]", mcpdigest.MaxDepth-1) + `}`, true},
 		{"10000 levels", nested(10000), false},
-		{"100,000 values", wide(sealer.MaxValues), true},
-		{"100,001 values", wide(sealer.MaxValues + 1), false},
-		{"99,999 members", members(sealer.MaxValues - 1), true},
-		{"100,000 members", members(sealer.MaxValues), false},
+		{"100,000 values", wide(mcpdigest.MaxValues), true},
+		{"100,001 values", wide(mcpdigest.MaxValues + 1), false},
+		{"99,999 members", members(mcpdigest.MaxValues - 1), true},
+		{"100,000 members", members(mcpdigest.MaxValues), false},
 		{"100,000 values of every kind", everyKind + `[0]]}`, true},
 		{"100,001 values of every kind", everyKind + `"t",[0]]}`, false},
-		{"100,000 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, sealer.MaxValues-3) + `"\\"]}`, true},
-		{"100,001 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, sealer.MaxValues-2) + `"\\"]}`, false},
+		{"100,000 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, mcpdigest.MaxValues-3) + `"\\"]}`, true},
+		{"100,001 strings that end like names", `{"a":[` + strings.Repeat(`"\":",`, mcpdigest.MaxValues-2) + `"\\"]}`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// As received, spaced out, and as the canonical arguments of
-			// DigestCanonical: one verdict.
+			// Canonical: one verdict.
 			params := `{"name":"x", "arguments" :` + strings.ReplaceAll(tc.args, ",", ", ") + "}"
-			if len(params) > sealer.MaxParams {
+			if len(params) > mcpdigest.MaxParams {
 				params = `{"name":"x","arguments":` + tc.args + "}"
 			}
 			canon, err := jcs.Transform([]byte(tc.args))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, errRaw := sealer.RequestDigest("tools/call", []byte(params))
-			_, errCanon := sealer.DigestCanonical("tools/call", "x", canon)
+			_, errRaw := mcpdigest.Request("tools/call", []byte(params))
+			_, errCanon := mcpdigest.Canonical("tools/call", "x", canon)
 			for _, err := range []error{errRaw, errCanon} {
 				if tc.ok && err != nil || !tc.ok && !errors.Is(err, sealer.ErrArgument) {
-					t.Fatalf("RequestDigest %v, DigestCanonical %v; want ok %v", errRaw, errCanon, tc.ok)
+					t.Fatalf("Request %v, Canonical %v; want ok %v", errRaw, errCanon, tc.ok)
 				}
 			}
 		})
@@ -423,10 +421,10 @@ func TestRequestDigest_Limits(t *testing.T) {
 	// as before.
 	for _, tc := range []struct{ method, params string }{
 		{"tools/call", `{"name":"x","_meta":` + nested(1000) + `}`},
-		{"tools/call", `{"name":"x","_meta":` + wide(2*sealer.MaxValues) + `}`},
+		{"tools/call", `{"name":"x","_meta":` + wide(2*mcpdigest.MaxValues) + `}`},
 		{"resources/read", `{"uri":"x","arguments":` + nested(1000) + `}`},
 	} {
-		if _, err := sealer.RequestDigest(tc.method, []byte(tc.params)); err != nil {
+		if _, err := mcpdigest.Request(tc.method, []byte(tc.params)); err != nil {
 			t.Errorf("%s %.60s: %v", tc.method, tc.params, err)
 		}
 	}
@@ -435,7 +433,7 @@ func TestRequestDigest_Limits(t *testing.T) {
 // Arguments beyond the limits are refused before they are parsed: in a
 // handful of allocations, where parsing 1 MiB of them takes hundreds of
 // thousands.
-func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
+func TestRequest_LimitsBeforeParsing(t *testing.T) {
 	for name, params := range map[string]string{
 		"wide":         `{"name":"x","arguments":` + wide(500_000) + `}`,
 		"deep":         `{"name":"x","arguments":` + nested(10_000) + `}`,
@@ -443,11 +441,11 @@ func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
 		"spaced":       "{ \"name\" : \"x\" ,\n\t\"arguments\" :\n" + strings.ReplaceAll(wide(200_000), ",", " , ") + "\n}",
 	} {
 		t.Run(name, func(t *testing.T) {
-			if len(params) > sealer.MaxParams {
+			if len(params) > mcpdigest.MaxParams {
 				t.Fatalf("params of %d bytes; the test wants them under MaxParams", len(params))
 			}
 			allocs := testing.AllocsPerRun(3, func() {
-				if _, err := sealer.RequestDigest("tools/call", []byte(params)); !errors.Is(err, sealer.ErrArgument) {
+				if _, err := mcpdigest.Request("tools/call", []byte(params)); !errors.Is(err, sealer.ErrArgument) {
 					t.Fatalf("got %v, want ErrArgument", err)
 				}
 			})
@@ -458,13 +456,13 @@ func TestRequestDigest_LimitsBeforeParsing(t *testing.T) {
 	}
 }
 
-// viaCanonical is RequestDigest made of the public parts, as another caller
-// would assemble it: jcs, CheckParamName for every member, DigestCanonical.
+// viaCanonical is Request made of the public parts, as another caller
+// would assemble it: jcs, CheckParamName for every member, Canonical.
 // It has no early check of the arguments as received.
 func viaCanonical(method string, params []byte) (sealer.Digest, error) {
-	names := sealer.SalientParams(method)
+	m, ok := mcpdigest.Salient(method)
 	canon, err := jcs.Transform(params)
-	if names == nil || len(params) > sealer.MaxParams || err != nil || len(canon) == 0 || canon[0] != '{' {
+	if !ok || len(params) > mcpdigest.MaxParams || err != nil || len(canon) == 0 || canon[0] != '{' {
 		return sealer.Digest{}, errors.New("refused")
 	}
 	var members map[string]json.RawMessage
@@ -472,29 +470,29 @@ func viaCanonical(method string, params []byte) (sealer.Digest, error) {
 		return sealer.Digest{}, err
 	}
 	for name := range members {
-		if err := sealer.CheckParamName(method, name); err != nil {
+		if err := mcpdigest.CheckParamName(method, name); err != nil {
 			return sealer.Digest{}, err
 		}
 	}
 	var target string
-	if err := json.Unmarshal(members[names[0]], &target); err != nil {
+	if err := json.Unmarshal(members[m.Target], &target); err != nil {
 		return sealer.Digest{}, err
 	}
 	var args []byte
-	if len(names) == 2 {
-		args = members[names[1]]
+	if m.Arguments != "" {
+		args = members[m.Arguments]
 	}
-	return sealer.DigestCanonical(method, target, args)
+	return mcpdigest.Canonical(method, target, args)
 }
 
-// FuzzRequestDigest_EarlyLimits holds RequestDigest, which checks the limits
+// FuzzRequest_EarlyLimits holds Request, which checks the limits
 // on the arguments as received before parsing them, to viaCanonical, which
 // checks them on the canonical arguments only: one verdict, one digest.
-func FuzzRequestDigest_EarlyLimits(f *testing.F) {
+func FuzzRequest_EarlyLimits(f *testing.F) {
 	for _, s := range []string{
 		transfer,
-		`{"name":"x","arguments":` + nested(sealer.MaxDepth) + `}`,
-		`{"name":"x","arguments":` + nested(sealer.MaxDepth+1) + `}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth) + `}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth+1) + `}`,
 		`{"name":"x", "arguments" : {"a" : [ 1 , "b" , true , null , { } ] } , "_meta" : [[[[[[]]]]]] }`,
 		`{"name":"x","argument\u0073":{"a":[1E2,-0.0e-1,"\"]"]},"Arguments":1}`,
 		`{"name":"x","arguments":{"id":9007199254740993}}`,
@@ -510,18 +508,18 @@ func FuzzRequestDigest_EarlyLimits(f *testing.F) {
 	methods := []string{"tools/call", "prompts/get", "resources/read"}
 	f.Fuzz(func(t *testing.T, m byte, params []byte) {
 		method := methods[int(m)%len(methods)]
-		got, err := sealer.RequestDigest(method, params)
+		got, err := mcpdigest.Request(method, params)
 		want, wantErr := viaCanonical(method, params)
 		if (err != nil) != (wantErr != nil) || got != want {
-			t.Fatalf("%s %q: RequestDigest %v, %v; from the canonical parts %v, %v", method, params, got, err, want, wantErr)
+			t.Fatalf("%s %q: Request %v, %v; from the canonical parts %v, %v", method, params, got, err, want, wantErr)
 		}
 	})
 }
 
-// BenchmarkRequestDigest_4000Keys is the sort of member names by
+// BenchmarkRequest_4000Keys is the sort of member names by
 // github.com/gowebpki/jcs at its worst within MaxParams: 4,000 names of 250
 // bytes that differ only in their last bytes, out of order.
-func BenchmarkRequestDigest_4000Keys(b *testing.B) {
+func BenchmarkRequest_4000Keys(b *testing.B) {
 	var params strings.Builder
 	params.WriteString(`{"name":"x","arguments":{`)
 	prefix := strings.Repeat("k", 242)
@@ -535,7 +533,7 @@ func BenchmarkRequestDigest_4000Keys(b *testing.B) {
 	b.SetBytes(int64(params.Len()))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := sealer.RequestDigest("tools/call", []byte(params.String())); err != nil {
+		if _, err := mcpdigest.Request("tools/call", []byte(params.String())); err != nil {
 			b.Fatal(err)
 		}
 	}
