@@ -39,7 +39,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/internal/reasons"
 	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -56,34 +56,16 @@ var (
 	// It is sealer.ErrArgument, which the core returns for the same.
 	ErrInvalidArgument = sealer.ErrArgument
 	// ErrUnauthenticated means the sealer did not accept the credentials.
-	ErrUnauthenticated = errors.New("sealer: unauthenticated")
+	ErrUnauthenticated = reasons.ErrUnauthenticated
 	// ErrResourceExhausted means a tenant limit was hit; retry later.
-	ErrResourceExhausted = errors.New("sealer: tenant limit exceeded")
+	ErrResourceExhausted = reasons.ErrResourceExhausted
 	// ErrKeysUnavailable means the sealer has no keys loaded yet; retry.
-	ErrKeysUnavailable = errors.New("sealer: no keys loaded yet")
+	ErrKeysUnavailable = reasons.ErrKeysUnavailable
 	// ErrNoFlow means a Seal asked for a flow and the sealer answered
 	// without one: a release that predates flows, which ignores the request.
 	// The state it sealed is not returned (fail closed).
 	ErrNoFlow = errors.New("sealer: the sealer sealed no flow (a release without flows?)")
 )
-
-// reasons map the sealer's error reasons to sentinels. REASON_INTERNAL has
-// none: the sealer failed, and the error only wraps the status.
-var reasons = map[sealerv1.Reason]error{
-	sealerv1.Reason_REASON_INVALID_STATE:      sealer.ErrInvalid,
-	sealerv1.Reason_REASON_EXPIRED:            sealer.ErrExpired,
-	sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: sealer.ErrPrincipalMismatch,
-	sealerv1.Reason_REASON_REQUEST_MISMATCH:   sealer.ErrRequestMismatch,
-	sealerv1.Reason_REASON_INPUT_MISMATCH:     sealer.ErrInputMismatch,
-	sealerv1.Reason_REASON_FLOW_EXPIRED:       sealer.ErrFlowExpired,
-	sealerv1.Reason_REASON_FLOW_EXHAUSTED:     sealer.ErrFlowExhausted,
-	sealerv1.Reason_REASON_ALREADY_CONSUMED:   ledger.ErrConsumed,
-	sealerv1.Reason_REASON_LEDGER_UNAVAILABLE: ledger.ErrUnavailable,
-	sealerv1.Reason_REASON_INVALID_ARGUMENT:   ErrInvalidArgument,
-	sealerv1.Reason_REASON_UNAUTHENTICATED:    ErrUnauthenticated,
-	sealerv1.Reason_REASON_RESOURCE_EXHAUSTED: ErrResourceExhausted,
-	sealerv1.Reason_REASON_KEYS_UNAVAILABLE:   ErrKeysUnavailable,
-}
 
 // Rejected reports whether err means the state must be refused to the MCP
 // client: not authentic, expired, another principal's, another request's,
@@ -92,17 +74,25 @@ var reasons = map[sealerv1.Reason]error{
 // that continues it). Other errors are the sealer's or the network's; the
 // MCP server should report them as its own failure.
 func Rejected(err error) bool {
-	for _, e := range rejections {
-		if errors.Is(err, e) {
+	for _, r := range reasons.Table {
+		if r.Rejects && errors.Is(err, r.Err) {
 			return true
 		}
 	}
 	return false
 }
 
-// rejections are the sentinels of the refusals of a client's state.
-var rejections = []error{sealer.ErrInvalid, sealer.ErrExpired, sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch,
-	ledger.ErrConsumed, sealer.ErrInputMismatch, sealer.ErrFlowExpired, sealer.ErrFlowExhausted}
+// Reason returns the reason of an error of the sealer as the sealer names
+// it in ErrorInfo.reason, its metrics and its README ("EXPIRED",
+// "ALREADY_CONSUMED"), whether the error came over the network or from the
+// core in process; "" for any other error. A status without one of the
+// sealer's reasons (REASON_INTERNAL, a deadline) gives "".
+func Reason(err error) string {
+	if r, ok := reasons.Of(err); ok {
+		return reasons.Text(r.Reason)
+	}
+	return ""
+}
 
 // Client calls a sealer over gRPC. It is safe for concurrent use.
 type Client struct {
@@ -365,13 +355,13 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	return o, nil
 }
 
-// fromStatus maps a status with an ErrorInfo reason to its sentinel, keeping
-// the status and its message.
+// fromStatus maps a status with an ErrorInfo reason to the error that
+// stands for it in reasons.Table, keeping the status and its message.
 func fromStatus(err error) error {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if sentinel, ok := reasons[parseReason(info.Reason)]; ok {
+			if sentinel := sentinelOf(reasons.Parse(info.Reason)); sentinel != nil {
 				return &reasonError{sentinel: sentinel, status: st}
 			}
 		}
@@ -379,10 +369,14 @@ func fromStatus(err error) error {
 	return fmt.Errorf("sealer: %w", err)
 }
 
-// parseReason reads an ErrorInfo reason as the sealer sends it: the name of
-// a Reason without its REASON_ prefix. Anything else is REASON_UNSPECIFIED.
-func parseReason(s string) sealerv1.Reason {
-	return sealerv1.Reason(sealerv1.Reason_value["REASON_"+s])
+// sentinelOf returns the error of the first row of reason r, nil for none.
+func sentinelOf(r sealerv1.Reason) error {
+	for _, row := range reasons.Table {
+		if row.Reason == r {
+			return row.Err
+		}
+	}
+	return nil
 }
 
 // reasonError is a sealer error: errors.Is matches its sentinel, and

@@ -28,7 +28,8 @@ import (
 func wire(r sealerv1.Reason) string { return strings.TrimPrefix(r.String(), "REASON_") }
 
 // Every reason the sealer sends comes back as its sentinel, with the gRPC
-// status kept; the eight that refuse a state are Rejected.
+// status kept and its name from Reason; the eight that refuse a state are
+// Rejected.
 func TestFromStatus(t *testing.T) {
 	rejected := map[sealerv1.Reason]bool{
 		sealerv1.Reason_REASON_INVALID_STATE: true, sealerv1.Reason_REASON_EXPIRED: true,
@@ -44,13 +45,14 @@ func TestFromStatus(t *testing.T) {
 		}
 		t.Run(wire(r), func(t *testing.T) {
 			err := fromStatus(mustStatus(t, codes.InvalidArgument, wire(r), "m"))
-			want, ok := reasons[r]
+			want := sentinelOf(r)
+			known := want != nil
 			switch {
 			case r == sealerv1.Reason_REASON_INTERNAL:
-				if ok || errors.As(err, new(*reasonError)) {
+				if known || errors.As(err, new(*reasonError)) {
 					t.Errorf("got %v, want no sentinel", err)
 				}
-			case !ok:
+			case !known:
 				t.Fatal("no sentinel for a reason the sealer sends")
 			case !errors.Is(err, want):
 				t.Errorf("got %v, want %v", err, want)
@@ -58,11 +60,14 @@ func TestFromStatus(t *testing.T) {
 			switch s, ok := status.FromError(err); {
 			case !ok || s.Code() != codes.InvalidArgument:
 				t.Errorf("the gRPC status is lost: got %v", s)
-			case reasons[r] != nil && s.Message() != "m":
+			case known && s.Message() != "m":
 				t.Errorf("the status's message: got %q, want m", s.Message())
 			}
 			if Rejected(err) != rejected[r] {
 				t.Errorf("Rejected %v, want %v", Rejected(err), rejected[r])
+			}
+			if got := Reason(err); known && got != wire(r) || !known && got != "" {
+				t.Errorf("Reason %q, want %q", got, wire(r))
 			}
 		})
 	}

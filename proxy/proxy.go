@@ -69,7 +69,6 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
-	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -470,28 +469,24 @@ func (c *call) target() string {
 	return t
 }
 
-// reasonOf names an error of the sealer as its ErrorInfo reason does.
+// reasonOf names an error for the proxy's logs and metrics: a reason of
+// the sealer as the sealer names it (client.Reason), or one of the proxy's
+// own.
 func reasonOf(err error) string {
-	for _, r := range []struct {
-		err  error
-		name string
-	}{
-		{sealer.ErrInvalid, "INVALID_STATE"}, {sealer.ErrExpired, "EXPIRED"},
-		{sealer.ErrPrincipalMismatch, "PRINCIPAL_MISMATCH"}, {sealer.ErrRequestMismatch, "REQUEST_MISMATCH"},
-		{sealer.ErrInputMismatch, "INPUT_MISMATCH"}, {sealer.ErrFlowExpired, "FLOW_EXPIRED"},
-		{sealer.ErrFlowExhausted, "FLOW_EXHAUSTED"}, {client.ErrNoFlow, "NO_FLOW"},
-		{ledger.ErrConsumed, "ALREADY_CONSUMED"}, {ledger.ErrUnavailable, "LEDGER_UNAVAILABLE"},
-		{client.ErrInvalidArgument, "INVALID_ARGUMENT"}, {client.ErrUnauthenticated, "UNAUTHENTICATED"},
-		{client.ErrResourceExhausted, "RESOURCE_EXHAUSTED"}, {client.ErrKeysUnavailable, "KEYS_UNAVAILABLE"},
-		{context.DeadlineExceeded, "TIMEOUT"}, {errStateTooLarge, "STATE_TOO_LARGE"},
-		{errResponseTooLarge, "RESPONSE_TOO_LARGE"}, {errEventTooLarge, "RESPONSE_TOO_LARGE"},
-	} {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
+	if r := client.Reason(err); r != "" {
+		return r
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		return "OK"
+	case errors.Is(err, client.ErrNoFlow):
+		return "NO_FLOW"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "TIMEOUT"
+	case errors.Is(err, errStateTooLarge):
+		return "STATE_TOO_LARGE"
+	case errors.Is(err, errResponseTooLarge), errors.Is(err, errEventTooLarge):
+		return "RESPONSE_TOO_LARGE"
 	}
 	return "ERROR"
 }

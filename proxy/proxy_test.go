@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/internal/reasons"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -433,6 +435,24 @@ func TestConfig_Flows(t *testing.T) {
 		cfg.Upstream, cfg.Principal, cfg.Policy.Flows = "http://127.0.0.1:3001/mcp", PrincipalAnonymous, tc.flows
 		if err := cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("flows %q: got %v, want ok %v", tc.flows, err, tc.ok)
+		}
+	}
+}
+
+// The proxy names the sealer's errors as the sealer does, and its own apart.
+func TestReasonOf(t *testing.T) {
+	for _, r := range reasons.Table {
+		want := reasons.Text(r.Reason)
+		if got := reasonOf(fmt.Errorf("open: %w", r.Err)); got != want {
+			t.Errorf("%v: got %s, want %s", r.Err, got, want)
+		}
+	}
+	for err, want := range map[error]string{
+		nil: "OK", client.ErrNoFlow: "NO_FLOW", context.DeadlineExceeded: "TIMEOUT",
+		errStateTooLarge: "STATE_TOO_LARGE", errEventTooLarge: "RESPONSE_TOO_LARGE", errors.New("other"): "ERROR",
+	} {
+		if got := reasonOf(err); got != want {
+			t.Errorf("%v: got %s, want %s", err, got, want)
 		}
 	}
 }

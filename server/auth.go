@@ -16,10 +16,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/mcp-sealer/sealer/internal/reasons"
 )
 
 // errUnauthenticated marks a caller without valid credentials.
-var errUnauthenticated = errors.New("sealer: unauthenticated")
+var errUnauthenticated = reasons.ErrUnauthenticated
 
 type tenantKey struct{}
 

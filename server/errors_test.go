@@ -15,11 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/reasons"
 )
 
 // reasons are the values of the enum that the sealer sends, all but
 // REASON_UNSPECIFIED.
-func reasons() []sealerv1.Reason {
+func enumReasons() []sealerv1.Reason {
 	values := sealerv1.Reason(0).Descriptor().Values()
 	var rs []sealerv1.Reason
 	for i := range values.Len() {
@@ -34,11 +35,11 @@ func reasons() []sealerv1.Reason {
 func codeOf(t *testing.T) map[sealerv1.Reason]codes.Code {
 	t.Helper()
 	m := map[sealerv1.Reason]codes.Code{}
-	for _, o := range append(outcomes, internalFailure) {
-		if c, ok := m[o.reason]; ok && c != o.code {
-			t.Errorf("%v: sent with codes %v and %v, want one", o.reason, c, o.code)
+	for _, o := range append(reasons.Table, internalFailure) {
+		if c, ok := m[o.Reason]; ok && c != o.Code {
+			t.Errorf("%v: sent with codes %v and %v, want one", o.Reason, c, o.Code)
 		}
-		m[o.reason] = o.code
+		m[o.Reason] = o.Code
 	}
 	return m
 }
@@ -50,7 +51,7 @@ func TestReasonText(t *testing.T) {
 		t.Errorf("got %q, want EXPIRED", got)
 	}
 	seen := map[string]bool{reasonOK: true}
-	for _, r := range reasons() {
+	for _, r := range enumReasons() {
 		text := reasonText(r)
 		if !strings.HasPrefix(r.String(), "REASON_") || text == "" || seen[text] {
 			t.Errorf("%v: wire text %q, want a unique name after REASON_, not %s", r, text, reasonOK)
@@ -63,14 +64,14 @@ func TestReasonText(t *testing.T) {
 // statusOf sends it as the table says.
 func TestStatusOf_EveryReason(t *testing.T) {
 	byReason := codeOf(t)
-	for _, r := range reasons() {
+	for _, r := range enumReasons() {
 		if _, ok := byReason[r]; !ok {
 			t.Errorf("%v: in the enum, but no error is sent with it", r)
 		}
 	}
-	for _, o := range append(outcomes, internalFailure) {
-		t.Run(fmt.Sprint(o.err), func(t *testing.T) {
-			err := fmt.Errorf("%w: the detail", o.err)
+	for _, o := range append(reasons.Table, internalFailure) {
+		t.Run(fmt.Sprint(o.Err), func(t *testing.T) {
+			err := fmt.Errorf("%w: the detail", o.Err)
 			if o == internalFailure {
 				err = errors.New("disk on fire")
 			}
@@ -83,14 +84,14 @@ func TestStatusOf_EveryReason(t *testing.T) {
 				}
 			}
 			switch {
-			case s.Code() != o.code:
-				t.Errorf("got code %v, want %v", s.Code(), o.code)
-			case info == nil || info.Reason != reasonText(o.reason) || info.Domain != errorDomain || reason != info.Reason:
-				t.Errorf("got ErrorInfo %v and reason %q, want %s in %s", info, reason, reasonText(o.reason), errorDomain)
-			case o.detail && s.Message() != err.Error():
+			case s.Code() != o.Code:
+				t.Errorf("got code %v, want %v", s.Code(), o.Code)
+			case info == nil || info.Reason != reasonText(o.Reason) || info.Domain != errorDomain || reason != info.Reason:
+				t.Errorf("got ErrorInfo %v and reason %q, want %s in %s", info, reason, reasonText(o.Reason), errorDomain)
+			case o.Detail && s.Message() != err.Error():
 				t.Errorf("got message %q, want %q", s.Message(), err.Error())
-			case !o.detail && s.Message() != o.err.Error():
-				t.Errorf("got message %q, want only %q", s.Message(), o.err.Error())
+			case !o.Detail && s.Message() != o.Err.Error():
+				t.Errorf("got message %q, want only %q", s.Message(), o.Err.Error())
 			}
 		})
 	}
@@ -151,7 +152,7 @@ func TestREADME_ErrorTable(t *testing.T) {
 		t.Fatal("README: no error table in a section named Errors")
 	}
 	byReason := codeOf(t)
-	for _, r := range reasons() {
+	for _, r := range enumReasons() {
 		code, sent := byReason[r]
 		want := row{code, runtime.HTTPStatusFromCode(code)}
 		got, ok := rows[reasonText(r)]

@@ -1,10 +1,11 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/time/rate"
+
+	"github.com/mcp-sealer/sealer/internal/reasons"
 )
 
 // Limits answer at once, never queue: past them a caller gets a fast
@@ -13,7 +14,7 @@ import (
 // concurrent calls.
 
 // errExhausted marks a call refused by a tenant's rate or concurrency limit.
-var errExhausted = errors.New("sealer: tenant limit exceeded")
+var errExhausted = reasons.ErrResourceExhausted
 
 // demandWaiters bounds the calls of one tenant that wait at once for an
 // on-demand key refresh (an Open naming a key version the ring lacks), so

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/reasons"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
@@ -35,7 +36,7 @@ type ringSource interface {
 }
 
 // errNoKeys means no key ring has been loaded yet.
-var errNoKeys = errors.New("sealer: no keys loaded yet")
+var errNoKeys = reasons.ErrKeysUnavailable
 
 // service implements sealerv1.SealerServer over the core.
 type service struct {
