@@ -19,9 +19,15 @@ const (
 	// MaxInputKey is the longest input key, in bytes.
 	MaxInputKey = 1 << 10
 
-	flowLen   = 16 + 4 + 8 + len(Inputs{}) // flow id, round, deadline, inputs
-	flagFlow  = 0x02                       // format 2 only: latest round only
-	flagAsked = 0x04                       // format 2 only: the round's input keys are bound
+	// Offsets of the flow fields, which follow the claims (FORMAT.md,
+	// "Flows"): the flow id at 0, then round, flow_deadline and inputs.
+	flowRound    = 16
+	flowDeadline = flowRound + 4
+	flowAsked    = flowDeadline + 8
+	flowLen      = flowAsked + len(Inputs{})
+
+	flagFlow  = 0x02 // format 2 only: latest round only
+	flagAsked = 0x04 // format 2 only: the round's input keys are bound
 
 	inputsLabel = "mcp-sealer/v2 inputs\x00"
 )
@@ -92,6 +98,13 @@ type Flow struct {
 	Asked Inputs
 }
 
+// Expired reports whether the flow is over at now: past its deadline, in
+// whole milliseconds, with no skew (FORMAT.md, "Opening", step 10). It
+// compares times, not milliseconds since the epoch, so no now overflows it.
+func (f Flow) Expired(now time.Time) bool {
+	return !now.Before(f.Deadline.Truncate(time.Millisecond).Add(time.Millisecond))
+}
+
 // NewFlow returns round 1 of a new flow with a random id, ending at
 // deadline, rounded down to the millisecond as a state carries it.
 func NewFlow(deadline time.Time) Flow {
@@ -123,7 +136,7 @@ func Continue(ring Keys, tenant, prev string, want Expect, now time.Time) (Flow,
 	switch {
 	case o.Flow == nil:
 		return Flow{}, fmt.Errorf("%w: the continued state carries no flow", ErrArgument)
-	case !now.Before(o.Flow.Deadline): // now_ms >= deadline, a whole millisecond
+	case o.Flow.Expired(now.Add(time.Millisecond)): // a round sealed now would expire at once
 		return Flow{}, ErrFlowExpired
 	case want.MaxRounds > 0 && o.Flow.Round >= want.MaxRounds:
 		return Flow{}, ErrFlowExhausted
@@ -136,10 +149,10 @@ func Continue(ring Keys, tenant, prev string, want Expect, now time.Time) (Flow,
 // encode writes the flow fields of FORMAT.md, "Flows", into dst[:flowLen],
 // and returns the flags they add.
 func (f *Flow) encode(dst []byte) (flags byte) {
-	copy(dst[:16], f.ID[:])
-	binary.BigEndian.PutUint32(dst[16:20], f.Round)
-	binary.BigEndian.PutUint64(dst[20:28], uint64(f.Deadline.UnixMilli()))
-	copy(dst[28:flowLen], f.Asked[:])
+	copy(dst[:flowRound], f.ID[:])
+	binary.BigEndian.PutUint32(dst[flowRound:flowDeadline], f.Round)
+	binary.BigEndian.PutUint64(dst[flowDeadline:flowAsked], uint64(f.Deadline.UnixMilli()))
+	copy(dst[flowAsked:flowLen], f.Asked[:])
 	if f.LatestOnly {
 		flags |= flagFlow
 	}
@@ -152,10 +165,10 @@ func (f *Flow) encode(dst []byte) (flags byte) {
 // decodeFlow reads the flow fields of an authentic format 2 plaintext and
 // checks them (step 6): false when they are malformed.
 func decodeFlow(src []byte, flags byte, expires uint64) (*Flow, bool) {
-	f := &Flow{Round: binary.BigEndian.Uint32(src[16:20]), LatestOnly: flags&flagFlow != 0}
-	copy(f.ID[:], src[:16])
-	deadline := binary.BigEndian.Uint64(src[20:28])
-	copy(f.Asked[:], src[28:flowLen])
+	f := &Flow{Round: binary.BigEndian.Uint32(src[flowRound:flowDeadline]), LatestOnly: flags&flagFlow != 0}
+	copy(f.ID[:], src[:flowRound])
+	deadline := binary.BigEndian.Uint64(src[flowDeadline:flowAsked])
+	copy(f.Asked[:], src[flowAsked:flowLen])
 	asked := f.Asked != (Inputs{})
 	if f.Round == 0 || deadline > MaxUnixMilli || expires > deadline || asked != (flags&flagAsked != 0) {
 		return nil, false

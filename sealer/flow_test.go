@@ -451,3 +451,24 @@ func TestOpen_R9_FlowOfAnotherRing(t *testing.T) {
 		}
 	}
 }
+
+// A flow is over once now is past its deadline in whole milliseconds: the
+// rule Open, Continue and the service's ledger check share.
+func TestFlow_Expired(t *testing.T) {
+	d := time.UnixMilli(1_800_000_000_000)
+	f := sealer.Flow{Deadline: d}
+	for _, tc := range []struct {
+		now  time.Time
+		want bool
+	}{
+		{d.Add(-time.Millisecond), false},
+		{d, false},
+		{d.Add(time.Millisecond - 1), false},
+		{d.Add(time.Millisecond), true},
+		{time.Unix(1<<62, 0), true}, // beyond what milliseconds since the epoch hold in an int64
+	} {
+		if got := f.Expired(tc.now); got != tc.want {
+			t.Errorf("deadline %v, now %v: got %v, want %v", d, tc.now, got, tc.want)
+		}
+	}
+}

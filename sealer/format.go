@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unsafe"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Sizes and limits of format version 1 (FORMAT.md).
+// Versions, sizes and limits of the format (FORMAT.md).
 const (
 	// Version is the format version of a state without a flow.
 	Version = 1
@@ -30,7 +29,15 @@ const (
 	nonceLen     = chacha20poly1305.NonceSizeX
 	tagLen       = chacha20poly1305.Overhead
 	principalLen = 16
-	claimsLen    = 1 + 8 + 8 + principalLen + len(Digest{}) // flags, iat, exp, principal hash, digest
+
+	// Offsets of the claims in the plaintext (FORMAT.md, "Plaintext and
+	// claims"): flags at 0, then issued_at, expires_at, the principal
+	// hash and the request digest.
+	issuedAt  = 1
+	expiresAt = issuedAt + 8
+	principal = expiresAt + 8
+	request   = principal + principalLen
+	claimsLen = request + len(Digest{})
 	// Overhead is the number of bytes a state adds to its payload before
 	// base64 encoding.
 	Overhead = headerLen + nonceLen + claimsLen + tagLen
@@ -96,12 +103,21 @@ func wellFormed(state string) bool {
 	return len(state) >= minState && len(state) <= MaxState && strings.IndexByte(state, '\n') < 0 && strings.IndexByte(state, '\r') < 0
 }
 
-// encode returns blob in the state alphabet, without copying the encoded bytes
-// a second time into a string.
+// encode returns blob in the state alphabet, with one allocation: the
+// string's. It encodes a chunk at a time on the stack, each a whole number
+// of 3-byte groups but the last, which gives the bytes of one encoding of
+// the whole blob.
 func encode(blob []byte) string {
-	out := make([]byte, b64.EncodedLen(len(blob)))
-	b64.Encode(out, blob)
-	return unsafe.String(unsafe.SliceData(out), len(out))
+	var sb strings.Builder
+	sb.Grow(b64.EncodedLen(len(blob)))
+	var chunk [1024]byte // 768 bytes of blob
+	for len(blob) > 0 {
+		n := min(len(blob), len(chunk)/4*3)
+		b64.Encode(chunk[:], blob[:n])
+		sb.Write(chunk[:b64.EncodedLen(n)])
+		blob = blob[n:]
+	}
+	return sb.String()
 }
 
 func hashPrincipal(dst []byte, principal string) {

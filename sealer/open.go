@@ -62,58 +62,66 @@ func open(ring Keys, tenant, state string, want Expect, now time.Time, checkInpu
 	return o, nil
 }
 
-// judge decodes the claims of an authentic plaintext and checks them.
+// judge decodes the claims of an authentic plaintext and checks them in the
+// order of FORMAT.md, "Opening".
 func judge(pt []byte, flow bool, want Expect, now time.Time, checkInputs bool) (*Opened, error) {
+	c, end, ok := decodeClaims(pt, flow)
+	if !ok {
+		return nil, ErrInvalid
+	}
+	if c.Expired(now, want.Skew) {
+		return nil, ErrExpired
+	}
+	var ph [principalLen]byte
+	hashPrincipal(ph[:], want.Principal)
+	if subtle.ConstantTimeCompare(ph[:], pt[principal:request]) != 1 {
+		return nil, ErrPrincipalMismatch
+	}
+	if subtle.ConstantTimeCompare(want.Request[:], pt[request:claimsLen]) != 1 {
+		return nil, ErrRequestMismatch
+	}
+	if f := c.Flow; f != nil {
+		switch {
+		case f.Expired(now):
+			return nil, ErrFlowExpired
+		case want.MaxRounds > 0 && f.Round > want.MaxRounds:
+			return nil, ErrFlowExhausted
+		case checkInputs && pt[0]&flagAsked != 0 && subtle.ConstantTimeCompare(want.Inputs[:], f.Asked[:]) != 1:
+			return nil, ErrInputMismatch
+		}
+	}
+	c.Principal, c.Request = want.Principal, want.Request
+	return &Opened{Claims: c, Payload: pt[end:]}, nil
+}
+
+// decodeClaims reads the claims of an authentic plaintext, and the flow's
+// when it carries one, and checks that they are well formed (FORMAT.md,
+// "Opening", step 6). It returns where the payload starts, and false for
+// malformed claims. The principal and the request are left for the caller
+// to compare: a plaintext holds only their hashes.
+func decodeClaims(pt []byte, flow bool) (c Claims, end int, ok bool) {
 	flags := pt[0]
 	allowed, end := byte(flagOneTime), claimsLen
 	if flow {
 		allowed, end = flagOneTime|flagFlow|flagAsked, claimsLen+flowLen
 	}
 	if flags&^allowed != 0 {
-		return nil, ErrInvalid
+		return Claims{}, 0, false
 	}
-	iat := binary.BigEndian.Uint64(pt[1:9])
-	exp := binary.BigEndian.Uint64(pt[9:17])
+	iat := binary.BigEndian.Uint64(pt[issuedAt:expiresAt])
+	exp := binary.BigEndian.Uint64(pt[expiresAt:principal])
 	if exp <= iat || exp > MaxUnixMilli { // and so iat < MaxUnixMilli too
-		return nil, ErrInvalid
+		return Claims{}, 0, false
 	}
-	var f *Flow
+	c = Claims{
+		IssuedAt:  time.UnixMilli(int64(iat)).UTC(),
+		ExpiresAt: time.UnixMilli(int64(exp)).UTC(),
+		OneTime:   flags&flagOneTime != 0,
+	}
 	if flow {
-		var ok bool
-		if f, ok = decodeFlow(pt[claimsLen:end], flags, exp); !ok {
-			return nil, ErrInvalid
+		if c.Flow, ok = decodeFlow(pt[claimsLen:end], flags, exp); !ok {
+			return Claims{}, 0, false
 		}
 	}
-	if (Claims{ExpiresAt: time.UnixMilli(int64(exp))}).Expired(now, want.Skew) {
-		return nil, ErrExpired
-	}
-	var ph [principalLen]byte
-	hashPrincipal(ph[:], want.Principal)
-	if subtle.ConstantTimeCompare(ph[:], pt[17:17+principalLen]) != 1 {
-		return nil, ErrPrincipalMismatch
-	}
-	if subtle.ConstantTimeCompare(want.Request[:], pt[17+principalLen:claimsLen]) != 1 {
-		return nil, ErrRequestMismatch
-	}
-	if f != nil {
-		switch {
-		case !now.Before(f.Deadline.Add(time.Millisecond)): // now_ms > deadline, without now.UnixMilli(), which wraps
-			return nil, ErrFlowExpired
-		case want.MaxRounds > 0 && f.Round > want.MaxRounds:
-			return nil, ErrFlowExhausted
-		case checkInputs && flags&flagAsked != 0 && subtle.ConstantTimeCompare(want.Inputs[:], f.Asked[:]) != 1:
-			return nil, ErrInputMismatch
-		}
-	}
-	return &Opened{
-		Claims: Claims{
-			Principal: want.Principal,
-			Request:   want.Request,
-			IssuedAt:  time.UnixMilli(int64(iat)).UTC(),
-			ExpiresAt: time.UnixMilli(int64(exp)).UTC(),
-			OneTime:   flags&flagOneTime != 0,
-			Flow:      f,
-		},
-		Payload: pt[end:],
-	}, nil
+	return c, end, true
 }

@@ -88,10 +88,10 @@ func (c *Claims) encode(dst []byte) int {
 	if c.OneTime {
 		dst[0] |= flagOneTime
 	}
-	binary.BigEndian.PutUint64(dst[1:9], uint64(c.IssuedAt.UnixMilli()))
-	binary.BigEndian.PutUint64(dst[9:17], uint64(c.ExpiresAt.UnixMilli()))
-	hashPrincipal(dst[17:17+principalLen], c.Principal)
-	copy(dst[17+principalLen:claimsLen], c.Request[:])
+	binary.BigEndian.PutUint64(dst[issuedAt:expiresAt], uint64(c.IssuedAt.UnixMilli()))
+	binary.BigEndian.PutUint64(dst[expiresAt:principal], uint64(c.ExpiresAt.UnixMilli()))
+	hashPrincipal(dst[principal:request], c.Principal)
+	copy(dst[request:claimsLen], c.Request[:])
 	if c.Flow == nil {
 		return claimsLen
 	}

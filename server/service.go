@@ -245,7 +245,7 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) 
 		switch {
 		case o.Expired(now, s.cfg.Skew):
 			err = sealer.ErrExpired
-		case o.Flow != nil && now.UnixMilli() > o.Flow.Deadline.UnixMilli():
+		case o.Flow != nil && o.Flow.Expired(now):
 			err = sealer.ErrFlowExpired
 		}
 	}
