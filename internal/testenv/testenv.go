@@ -6,6 +6,8 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -27,6 +29,41 @@ func File(t testing.TB, env, what string) string {
 	path := os.Getenv(env)
 	if _, err := os.Stat(path); path == "" || err != nil {
 		Missing(t, "no %s (%s=%q)", what, env, path)
+	}
+	return path
+}
+
+// Tmpfs mounts a tmpfs of size bytes on a fresh directory, unmounted at
+// the end of the test, and returns the directory: a file system a test
+// can fill. Mounting needs root, which the test command has under CI.
+func Tmpfs(t testing.TB, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput(); err != nil {
+		Missing(t, "cannot mount a tmpfs (root is needed): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// Fill fills the file system of dir with one file, which it returns; the
+// file system then has no room left.
+func Fill(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break // ENOSPC: full
+		}
+	}
+	for n := 1 << 19; n > 0; n /= 2 { // what room is left after the last whole MiB
+		f.Write(buf[:n])
 	}
 	return path
 }

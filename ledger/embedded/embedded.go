@@ -57,19 +57,28 @@ const stripes = 4096
 // Redis ledger instead.
 //
 // A commit that fails (the disk is full, or failing) leaves Pebble unable
-// to commit again, so the first failure breaks the ledger: every later
-// call returns ErrUnavailable, [Ledger.Err] says why, and a restart on the
-// same directory (once the disk has room) recovers every consume that was
-// answered.
+// to commit again, so a failure breaks the ledger: every call is refused
+// ErrUnavailable, and [Ledger.Err] says why, while a goroutine closes the
+// store and opens it again, as often as it takes. Opening replays the log,
+// which keeps every consume that was answered and none of those refused,
+// and it succeeds once the disk has room again: the ledger heals itself.
 type Ledger struct {
-	db     *pebble.DB
-	seed   maphash.Seed
+	dir  string
+	opts *pebble.Options
+	log  *slog.Logger
+	seed maphash.Seed
+
+	life   sync.RWMutex // held for reading by every call, for writing to close or swap db
+	db     *pebble.DB   // nil while broken and reopening
+	closed bool
 	stripe [stripes]sync.Mutex
 
-	life   sync.RWMutex // held for reading by every call, for writing by Close
-	closed bool
-	broken atomic.Pointer[error]
+	broken    atomic.Pointer[error]
+	reopening atomic.Bool
 }
+
+// reopenEvery spaces the attempts to reopen a broken ledger.
+const reopenEvery = time.Second
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
@@ -91,7 +100,51 @@ func Open(dir string, log *slog.Logger) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %v", dir, err)
 	}
-	return &Ledger{db: db, seed: maphash.MakeSeed()}, nil
+	return &Ledger{dir: dir, opts: opts, log: log, db: db, seed: maphash.MakeSeed()}, nil
+}
+
+// fail breaks the ledger with err, if it works, and starts reopening it.
+func (l *Ledger) fail(err error) {
+	if !l.broken.CompareAndSwap(nil, &err) || !l.reopening.CompareAndSwap(false, true) {
+		return
+	}
+	go l.reopen()
+}
+
+// reopen closes the store of the broken ledger and opens it again, once
+// every reopenEvery until it succeeds or the ledger is closed. Opening may
+// wait while the disk is full (Pebble retries the flush of the log it
+// replays); calls meanwhile are refused, not held.
+func (l *Ledger) reopen() {
+	defer l.reopening.Store(false)
+	l.life.Lock()
+	if !l.closed {
+		closeSafely(l.db)
+		l.db = nil
+	}
+	l.life.Unlock()
+	for {
+		time.Sleep(reopenEvery)
+		db, err := pebble.Open(l.dir, l.opts)
+		l.life.Lock()
+		switch {
+		case l.closed:
+			if err == nil {
+				closeSafely(db)
+			}
+			l.life.Unlock()
+			return
+		case err != nil:
+			l.life.Unlock()
+			l.log.Error("ledger reopen failed", "cause", err.Error())
+			continue
+		}
+		l.db = db
+		l.broken.Store(nil)
+		l.life.Unlock()
+		l.log.Info("ledger reopened after a failure")
+		return
+	}
 }
 
 // Close closes the store; calls after it fail with ErrUnavailable.
@@ -102,10 +155,25 @@ func (l *Ledger) Close() error {
 		return nil
 	}
 	l.closed = true
-	if l.Err() != nil {
-		return nil // Pebble cannot close cleanly after a failed commit
+	if l.db == nil {
+		return nil
 	}
-	return l.db.Close()
+	return closeSafely(l.db)
+}
+
+// closeSafely closes db, a Fatalf of Pebble's (it may end a close after a
+// failed commit) returned as an error.
+func closeSafely(db *pebble.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			err = f
+		}
+	}()
+	return db.Close()
 }
 
 // Err returns why the ledger is broken, or nil while it works.
@@ -227,8 +295,7 @@ func (l *Ledger) commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) 
 			if !ok {
 				panic(r)
 			}
-			e := error(f)
-			l.broken.CompareAndSwap(nil, &e)
+			l.fail(f)
 			err = fmt.Errorf("%w: %v", ledger.ErrUnavailable, f)
 		}
 	}()
