@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
 // transferParams is a request an MCP server may act on twice: first to ask
@@ -49,7 +49,7 @@ func TestDigestAttack_CaseVariantsRefused(t *testing.T) {
 }
 
 // TestDigestAttack_DeepAndWideArgumentsRefused: arguments nested deeper than
-// sealer.MaxDepth or holding more than sealer.MaxValues values are refused
+// mcpdigest.MaxDepth or holding more than mcpdigest.MaxValues values are refused
 // on both transports, and the limits themselves are accepted.
 func TestDigestAttack_DeepAndWideArgumentsRefused(t *testing.T) {
 	p := start(t, t.TempDir())
@@ -64,11 +64,11 @@ func TestDigestAttack_DeepAndWideArgumentsRefused(t *testing.T) {
 			for _, tc := range []struct {
 				name, params, want string
 			}{
-				{"MaxDepth levels", nested(sealer.MaxDepth), "OK"},
-				{"MaxDepth+1 levels", nested(sealer.MaxDepth + 1), "INVALID_ARGUMENT"},
+				{"MaxDepth levels", nested(mcpdigest.MaxDepth), "OK"},
+				{"MaxDepth+1 levels", nested(mcpdigest.MaxDepth + 1), "INVALID_ARGUMENT"},
 				{"1000 levels", nested(1000), "INVALID_ARGUMENT"},
-				{"MaxValues values", wide(sealer.MaxValues), "OK"},
-				{"MaxValues+1 values", wide(sealer.MaxValues + 1), "INVALID_ARGUMENT"},
+				{"MaxValues values", wide(mcpdigest.MaxValues), "OK"},
+				{"MaxValues+1 values", wide(mcpdigest.MaxValues + 1), "INVALID_ARGUMENT"},
 				{"150,000 values", wide(150_000), "INVALID_ARGUMENT"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {

@@ -105,6 +105,12 @@ func start(t *testing.T, dataDir string, flags ...string) *proc {
 // startEnv is start with extra environment variables (NAME=value).
 func startEnv(t *testing.T, env []string, dataDir string, flags ...string) *proc {
 	t.Helper()
+	return startBinary(t, binary, env, dataDir, flags...)
+}
+
+// startBinary is startEnv with another build of the sealer.
+func startBinary(t *testing.T, binary string, env []string, dataDir string, flags ...string) *proc {
+	t.Helper()
 	// No shutdown delay unless a test asks for one (later flags win): the
 	// tests stop sealers often, with no load balancer to wait for.
 	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",

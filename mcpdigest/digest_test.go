@@ -171,14 +171,6 @@ func TestSalient(t *testing.T) {
 	}
 }
 
-// The limits sealer keeps for its older callers are the digest's.
-func TestLimits_SealerKeepsTheSame(t *testing.T) {
-	if sealer.MaxDepth != mcpdigest.MaxDepth || sealer.MaxValues != mcpdigest.MaxValues {
-		t.Errorf("sealer has %d levels and %d values, want %d and %d",
-			sealer.MaxDepth, sealer.MaxValues, mcpdigest.MaxDepth, mcpdigest.MaxValues)
-	}
-}
-
 // transfer is the request of the case-variant finding: a server that binds
 // params case-insensitively would act on Arguments, the digest on arguments.
 const transfer = `{"name":"transfer","arguments":{"amount":1}}`

@@ -66,13 +66,15 @@ lint_and_vet() {
   fi
   for m in "${modules[@]}"; do (cd "$m" && go_release vet ./...); done
 
-  step "dependencies point down: sealer and client link no Vault, Redis, bbolt or MCP SDK"
-  for pkg in ./sealer ./client; do
-    if go list -deps "$pkg" | grep -E 'vault|redis|bbolt|modelcontextprotocol'; then
-      echo "$pkg depends on the packages above; the format and the client must not" >&2
-      exit 1
-    fi
-  done
+  step "dependencies point down: sealer links only the standard library and x/crypto; client no Vault, Redis, ledger store or MCP SDK"
+  if go list -deps ./sealer | grep '^[^/]*\.' | grep -vE '^(golang.org/x/(crypto|sys/cpu)|github.com/mcp-sealer/sealer/)'; then
+    echo "./sealer depends on the packages above; the format needs only the standard library and x/crypto" >&2
+    exit 1
+  fi
+  if go list -deps ./client | grep -E 'vault|redis|bbolt|pebble|modelcontextprotocol'; then
+    echo "./client depends on the packages above; the client must not" >&2
+    exit 1
+  fi
   if grep -E 'modelcontextprotocol|jsonschema-go' go.mod; then
     echo "the service's go.mod requires an MCP SDK; only client/gosdk, examples and e2e may" >&2
     exit 1
@@ -169,9 +171,11 @@ start_build promtool after go-tools build_promtool
 start_build helm after promtool build_helm
 start_build otelcol after helm build_otelcol
 
-step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); podman and runc for the container image"
+step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); jq and curl for the README's round trip; podman and runc for the container image"
 apt_install redis-server redis-server
 apt_install redis-cli redis-tools
+apt_install jq jq
+apt_install curl curl
 redis-server --version
 ensure_podman
 

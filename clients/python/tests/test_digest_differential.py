@@ -1,7 +1,7 @@
 """The Python request digest against the Go core's, on 10,000 generated requests.
 
 Each request's params are written as JSON text once; the Go core
-(sealer.RequestDigest, through internal/cmd/digestoracle) reads that text,
+(mcpdigest.Request, through internal/cmd/digestoracle) reads that text,
 and mcp_sealer.digest reads json.loads of the same text, as a Python MCP
 server would hold it. Both must refuse, or both give the same digest.
 

@@ -45,7 +45,7 @@ export function salientParams(method: string): string[] | undefined {
 
 /**
  * Refuses a params member whose name differs from a salient one only in case
- * ("NAME", "Arguments", "URI", "argumentſ"), as sealer.CheckParamName does:
+ * ("NAME", "Arguments", "URI", "argumentſ"), as mcpdigest.CheckParamName does:
  * equal under Go's strings.EqualFold, or once upper-cased or lower-cased
  * rune by rune (which adds U+0130 and U+0131 for i). The digest ignores such
  * a member, but a server that binds params case-insensitively may act on it.
