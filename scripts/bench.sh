@@ -10,6 +10,9 @@
 #   SKIP=side-by-side scripts/bench.sh   all but sections 0 and 1
 #   ONLY=scale scripts/bench.sh   the scale curves alone (tenants, ledger
 #                                 states, key versions, payload)
+#   ONLY=ledger scripts/bench.sh  the embedded ledger beside the durable-append
+#                                 floor and bbolt, one-time Open over gRPC, and
+#                                 sealer-proxy beside a plain reverse proxy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -60,6 +63,45 @@ start_sealer() {
 }
 
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+
+# --- The embedded ledger at the disk's limit ------------------------------
+# ONLY=ledger scripts/bench.sh runs this section alone (about 15 minutes at
+# the default LEDGER_STATES=0,1000000,10000000). In the data directory's file
+# system: the durable-append floor (64-byte records, one fdatasync per group
+# of whatever waits; and one per record), the embedded ledger's Consume and
+# Advance, and bbolt's (the ledger before), at 1 and 16 callers, in turns;
+# then a sweep of 1 M expiring entries under load. Then, on one sealer with
+# file keys and the embedded ledger: one-time Open beside ordinary Open over
+# gRPC, and sealer-proxy (latest-only flows, its default) beside a plain
+# httputil.ReverseProxy in front of the same MCP server.
+if [ "${SKIP:-}" != ledger ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = ledger ]; }; then
+go build -o "$out/bin/" ./cmd/sealer-scale ./cmd/sealer-proxy ./cmd/sealer-floorproxy
+(cd examples && go build -o "$out/bin/" ./naiveserver)
+step "ledger: the embedded ledger and bbolt beside the durable-append floor, live states ${LEDGER_STATES:-0,1000000,10000000}"
+echo "uptime at the start: $(uptime)" | tee "$out/ledger.md"
+"$out/bin/sealer-scale" ledger -dir "$out" -states "${LEDGER_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -rounds 3 -d 2s |
+  tee -a "$out/ledger.md"
+
+step "ledger: one-time Open beside ordinary Open over gRPC, file keys and the embedded ledger"
+start_sealer onetimeembedded
+"$load" -targets "$onetimeembedded_GRPC" -c 1,16 -d 8s -warmup 2s -repeat 3 -ops open,open-onetime -pool-rate 40000 |
+  tee -a "$out/ledger.md"
+
+step "ledger: sealer-proxy (latest-only flows) beside a plain reverse proxy, the same MCP server behind both"
+LNAIVE_ADDR=127.0.0.1:$(free_port) LPROXY_ADDR=127.0.0.1:$(free_port) LFLOOR_ADDR=127.0.0.1:$(free_port)
+"$out/bin/naiveserver" -addr "$LNAIVE_ADDR" 2>"$out/ledger-naive.log" &
+pids+=("$!")
+"$out/bin/sealer-proxy" --addr "$LPROXY_ADDR" --admin-addr "" --upstream "http://$LNAIVE_ADDR/mcp" --sealer "$onetimeembedded_GRPC" \
+  --principal anonymous --log-level warn 2>"$out/ledger-proxy.log" &
+pids+=("$!")
+"$out/bin/sealer-floorproxy" -addr "$LFLOOR_ADDR" -upstream "http://$LNAIVE_ADDR" 2>"$out/ledger-floorproxy.log" &
+pids+=("$!")
+until grep -q listening "$out/ledger-naive.log" && curl -s -o /dev/null "http://$LPROXY_ADDR/mcp" && grep -q listening "$out/ledger-floorproxy.log"; do sleep 0.1; done
+echo "uptime before the proxy runs: $(uptime)" | tee -a "$out/ledger.md"
+"$load" -mcp-url "http://$LPROXY_ADDR/mcp" -mcp-direct-url "http://$LNAIVE_ADDR/mcp" -mcp-floor-url "http://$LFLOOR_ADDR/mcp" \
+  -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee -a "$out/ledger.md"
+fi
+[ "${ONLY:-}" = ledger ] && { echo "results in $out"; exit 0; }
 
 # --- Scale: how cost grows with tenants, ledger states, key versions, payload
 # ONLY=scale scripts/bench.sh runs this section alone. SCALE_STATES sets the
@@ -119,8 +161,6 @@ grep '"tenants reloaded"' "$out/scale${n}.log" | tail -n 1 >>"$out/scale-reload.
 kill "$last_pid" ${scale1_PID:-} ${scale1000_PID:-} 2>/dev/null || true
 cat "$out/scale-tenants.md" "$out/scale-reload.md" >>"$out/scale.md"
 
-step "scale: the embedded ledger, live states ${SCALE_STATES:-0,1000000,10000000}"
-"$scale" bolt -dir "$out" -states "${SCALE_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -d 5s | tee -a "$out/scale.md"
 
 step "scale: the Redis ledger (AOF, fsync always), live states ${SCALE_STATES:-0,1000000,10000000}"
 SCALE_REDIS_PORT=$(free_port)

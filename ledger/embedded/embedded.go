@@ -27,23 +27,26 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// The store's keys: one entry per consumed state and per flow, and an index
-// of both by expiry that the sweep walks in order.
+// The store's keys: one entry per consumed state and per flow, the random
+// id first, so that keys differ from their first bytes on.
 //
-//	'i' || key            -> u64 until (Unix ms)
-//	'f' || key            -> u64 until || u32 highest round opened
-//	'x' || u64 until || the entry's key -> empty
+//	'i' || id || tenant -> u64 until (Unix ms)
+//	'f' || id || tenant -> u64 until || u32 highest round opened
+//
+// There is no index by expiry: a sweep reads every entry, in chunks, which
+// costs a consume nothing, where an index doubled what each consume writes.
 const (
-	kindID    byte = 'i'
-	kindFlow  byte = 'f'
-	prefixExp byte = 'x'
+	kindID   byte = 'i'
+	kindFlow byte = 'f'
 )
 
-// sweepBatch bounds the entries one sweep write deletes, and sweepPause is
-// the pause between two of them, so that a long sweep never holds many
-// consumes behind it.
+// sweepChunk bounds the entries one step of a sweep reads, and
+// flowGroup the flows one of its writes deletes under their stripes; a
+// sweep pauses sweepPause between steps, so that it takes a share of the
+// machine and never holds consumes behind it.
 const (
-	sweepBatch = 256
+	sweepChunk = 4096
+	flowGroup  = 16
 	sweepPause = time.Millisecond
 )
 
@@ -92,7 +95,7 @@ func Open(dir string, log *slog.Logger) (*Ledger, error) {
 	}
 	opts := &pebble.Options{
 		Logger:       pebbleLogger{log},
-		MemTableSize: 16 << 20, // a restart replays at most about this much log
+		MemTableSize: 64 << 20, // fewer flushes under load; a restart replays at most this much log
 		BytesPerSync: 1 << 20,
 	}
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10) // and every level below, by default
@@ -119,7 +122,7 @@ func (l *Ledger) reopen() {
 	defer l.reopening.Store(false)
 	l.life.Lock()
 	if !l.closed {
-		closeSafely(l.db)
+		closeSafely(l.db, false)
 		l.db = nil
 	}
 	l.life.Unlock()
@@ -130,7 +133,7 @@ func (l *Ledger) reopen() {
 		switch {
 		case l.closed:
 			if err == nil {
-				closeSafely(db)
+				closeSafely(db, false)
 			}
 			l.life.Unlock()
 			return
@@ -158,12 +161,13 @@ func (l *Ledger) Close() error {
 	if l.db == nil {
 		return nil
 	}
-	return closeSafely(l.db)
+	return closeSafely(l.db, l.Err() == nil)
 }
 
-// closeSafely closes db, a Fatalf of Pebble's (it may end a close after a
-// failed commit) returned as an error.
-func closeSafely(db *pebble.DB) (err error) {
+// closeSafely closes db, flushed first if flush (then the next open
+// replays no log), a Fatalf of Pebble's (it may end a close after a failed
+// commit) returned as an error.
+func closeSafely(db *pebble.DB, flush bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, ok := r.(fatal)
@@ -173,6 +177,11 @@ func closeSafely(db *pebble.DB) (err error) {
 			err = f
 		}
 	}()
+	if flush {
+		if err := db.Flush(); err != nil {
+			return errors.Join(err, db.Close())
+		}
+	}
 	return db.Close()
 }
 
@@ -186,24 +195,21 @@ func (l *Ledger) Err() error {
 
 // Consume implements ledger.Ledger.
 func (l *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	k := entryKey(kindID, tenant, id[:])
+	k := entryKey(kindID, id[:], tenant)
 	return l.write(ctx, k, until, func(old []byte, b *pebble.Batch) (bool, error) {
 		if old != nil {
 			return false, nil
 		}
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], uint64(until.UnixMilli()))
-		if err := b.Set(k, v[:], nil); err != nil {
-			return false, err
-		}
-		return true, b.Set(expiryKey(v[:], k), nil, nil)
+		return true, b.Set(k, v[:], nil)
 	})
 }
 
 // Advance implements ledger.Ledger. The entry keeps the latest until it
 // was given, so that it lives as long as the longest-lived call asked.
 func (l *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	k := entryKey(kindFlow, tenant, flow[:])
+	k := entryKey(kindFlow, flow[:], tenant)
 	return l.write(ctx, k, until, func(old []byte, b *pebble.Batch) (bool, error) {
 		var v [12]byte
 		binary.BigEndian.PutUint64(v[:8], uint64(until.UnixMilli()))
@@ -215,14 +221,8 @@ func (l *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 			if binary.BigEndian.Uint64(old[:8]) > binary.BigEndian.Uint64(v[:8]) {
 				copy(v[:8], old[:8])
 			}
-			if err := b.Delete(expiryKey(old[:8], k), nil); err != nil {
-				return false, err
-			}
 		}
-		if err := b.Set(k, v[:], nil); err != nil {
-			return false, err
-		}
-		return true, b.Set(expiryKey(v[:8], k), nil, nil)
+		return true, b.Set(k, v[:], nil)
 	})
 }
 
@@ -311,51 +311,91 @@ func (l *Ledger) stripeOf(k []byte) int {
 
 // Sweep deletes the entries that expired before now and returns how many.
 func (l *Ledger) Sweep(now time.Time) (int, error) {
-	var cut [8]byte
-	binary.BigEndian.PutUint64(cut[:], uint64(now.UnixMilli()))
-	upper := append([]byte{prefixExp}, cut[:]...)
-	lower := []byte{prefixExp}
+	cut := uint64(now.UnixMilli())
 	total := 0
-	for {
-		n, next, err := l.sweepBatch(lower, upper, cut[:])
-		total += n
-		if err != nil || next == nil {
-			return total, err
+	for _, kind := range []byte{kindID, kindFlow} {
+		for lower := []byte{kind}; lower != nil; time.Sleep(sweepPause) {
+			n, next, err := l.sweepStep(kind, lower, cut)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			lower = next
 		}
-		lower = next
-		time.Sleep(sweepPause)
 	}
+	return total, nil
 }
 
-// sweepBatch deletes the expired entries of up to sweepBatch index keys in
-// [lower, upper) and returns how many, and where the next batch starts
-// (nil: the range is done).
-func (l *Ledger) sweepBatch(lower, upper, cut []byte) (int, []byte, error) {
+// sweepStep reads up to sweepChunk entries of kind from lower on, deletes
+// those that expired before cut, and returns how many, and where the next
+// step starts (nil: the kind is done).
+func (l *Ledger) sweepStep(kind byte, lower []byte, cut uint64) (int, []byte, error) {
 	l.life.RLock()
 	defer l.life.RUnlock()
 	if err := l.usable(); err != nil {
 		return 0, nil, err
 	}
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{kind + 1}})
 	if err != nil {
 		return 0, nil, fmt.Errorf("ledger: sweep: %v", err)
 	}
-	var idx [][]byte
-	for ok := it.First(); ok && len(idx) < sweepBatch; ok = it.Next() {
-		idx = append(idx, slices.Clone(it.Key()))
+	var expired [][]byte
+	var next []byte
+	read := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if read == sweepChunk {
+			next = slices.Clone(it.Key())
+			break
+		}
+		read++
+		if v := it.Value(); len(v) >= 8 && binary.BigEndian.Uint64(v) < cut {
+			expired = append(expired, slices.Clone(it.Key()))
+		}
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return 0, nil, fmt.Errorf("ledger: sweep: %v", err)
 	}
-	if len(idx) == 0 {
-		return 0, nil, nil
+	if kind == kindID {
+		// A consumed state's entry never changes once written, so it goes
+		// without taking its stripe.
+		return len(expired), next, l.deleteAll(expired)
 	}
-	// Lock the entries' stripes in ascending order, so that an Advance
-	// between the scan and this write cannot have its entry deleted: under
-	// the lock each entry's own until is read again.
-	locked := make([]int, 0, len(idx))
-	for _, x := range idx {
-		locked = append(locked, l.stripeOf(x[1+8:]))
+	n := 0
+	for len(expired) > 0 {
+		group := expired[:min(flowGroup, len(expired))]
+		expired = expired[len(group):]
+		d, err := l.deleteExpiredFlows(group, cut)
+		n += d
+		if err != nil {
+			return n, nil, err
+		}
+	}
+	return n, next, nil
+}
+
+// deleteAll deletes keys, without a sync: a deletion lost in a crash is
+// made again by the next sweep, and an expired entry refuses no live state.
+func (l *Ledger) deleteAll(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	for _, k := range keys {
+		if err := b.Delete(k, nil); err != nil {
+			return err
+		}
+	}
+	return l.commit(b, pebble.NoSync)
+}
+
+// deleteExpiredFlows deletes the flows of keys that are still expired
+// under their stripes, taken in ascending order: an Advance since the
+// sweep read them may have given one a later until, and it stays.
+func (l *Ledger) deleteExpiredFlows(keys [][]byte, cut uint64) (int, error) {
+	locked := make([]int, 0, len(keys))
+	for _, k := range keys {
+		locked = append(locked, l.stripeOf(k))
 	}
 	slices.Sort(locked)
 	locked = slices.Compact(locked)
@@ -367,35 +407,17 @@ func (l *Ledger) sweepBatch(lower, upper, cut []byte) (int, []byte, error) {
 			l.stripe[s].Unlock()
 		}
 	}()
-	b := l.db.NewBatch()
-	defer b.Close()
-	n := 0
-	for _, x := range idx {
-		k := x[1+8:]
-		if err := b.Delete(x, nil); err != nil {
-			return 0, nil, err
-		}
+	var gone [][]byte
+	for _, k := range keys {
 		v, err := l.get(k)
 		if err != nil {
-			return 0, nil, fmt.Errorf("ledger: sweep: %v", err)
+			return 0, fmt.Errorf("ledger: sweep: %v", err)
 		}
-		if len(v) < 8 || string(v[:8]) >= string(cut) {
-			continue // gone, or advanced since the scan: its new index key stays
+		if len(v) >= 8 && binary.BigEndian.Uint64(v) < cut {
+			gone = append(gone, k)
 		}
-		if err := b.Delete(k, nil); err != nil {
-			return 0, nil, err
-		}
-		n++
 	}
-	// Without a sync: a deletion lost in a crash is made again by the next
-	// sweep, and an expired entry refuses no live state.
-	if err := l.commit(b, pebble.NoSync); err != nil {
-		return 0, nil, err
-	}
-	if len(idx) < sweepBatch {
-		return n, nil, nil
-	}
-	return n, append(idx[len(idx)-1], 0), nil
+	return len(gone), l.deleteAll(gone)
 }
 
 // SweepEvery sweeps at the given interval until ctx is done, then returns
@@ -414,21 +436,12 @@ func (l *Ledger) SweepEvery(ctx context.Context, every time.Duration, report fun
 	}
 }
 
-// entryKey is the store key of an entry: its kind, the tenant
-// length-prefixed, then the id.
-func entryKey(kind byte, tenant string, id []byte) []byte {
-	k := make([]byte, 0, 2+len(tenant)+len(id))
-	k = append(k, kind, byte(len(tenant)))
-	k = append(k, tenant...)
-	return append(k, id...)
-}
-
-// expiryKey is the index key of entry k expiring at until (8 bytes).
-func expiryKey(until, k []byte) []byte {
-	x := make([]byte, 0, 1+8+len(k))
-	x = append(x, prefixExp)
-	x = append(x, until...)
-	return append(x, k...)
+// entryKey is the store key of an entry: its kind, its id, its tenant.
+func entryKey(kind byte, id []byte, tenant string) []byte {
+	k := make([]byte, 0, 1+len(id)+len(tenant))
+	k = append(k, kind)
+	k = append(k, id...)
+	return append(k, tenant...)
 }
 
 // fatal is the panic of pebbleLogger.Fatalf.
@@ -480,10 +493,11 @@ func (l *Ledger) Len() (int, error) {
 }
 
 // Import records entries of a ledger written by an earlier release
-// (ledger/bolt), whose keys (the tenant length-prefixed, then the id) and
-// values (until, and a flow's round) have this ledger's layout. each calls
-// put once per entry. The entries are durable when Import returns; a
-// second import of the same entries changes nothing.
+// (ledger/bolt): each calls put once per entry, with whether it is a
+// flow's, its key (the tenant length-prefixed, then the id) and its value
+// (until, and a flow's round, as this ledger keeps them). The entries are
+// durable when Import returns; a second import of the same entries changes
+// nothing.
 func (l *Ledger) Import(each func(put func(flow bool, key, value []byte) error) error) (int, error) {
 	l.life.RLock()
 	defer l.life.RUnlock()
@@ -498,11 +512,11 @@ func (l *Ledger) Import(each func(put func(flow bool, key, value []byte) error) 
 		if flow {
 			kind, size = kindFlow, 12
 		}
-		if len(key) == 0 || int(key[0])+1 >= len(key) || len(value) != size {
+		if len(key) == 0 || len(key) != 1+int(key[0])+len(sealer.StateID{}) || len(value) != size {
 			return fmt.Errorf("ledger: import: damaged entry of %d bytes", len(key)+len(value))
 		}
-		k := append([]byte{kind}, key...)
-		if err := errors.Join(b.Set(k, value, nil), b.Set(expiryKey(value[:8], k), nil, nil)); err != nil {
+		tenant, id := key[1:1+key[0]], key[1+key[0]:]
+		if err := b.Set(entryKey(kind, id, string(tenant)), value, nil); err != nil {
 			return err
 		}
 		n++
