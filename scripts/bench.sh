@@ -24,7 +24,7 @@ mkdir -p "$out/bin"
 apt_install redis-server redis-server
 apt_install gnuplot gnuplot-nox
 apt_install openssl openssl
-ensure_vault >/dev/null
+[ "${ONLY:-}" = ledger ] || ensure_vault >/dev/null # the ledger section needs no Vault
 go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load ./cmd/sealer-echo
 sealer="$out/bin/sealer"
 load="$out/bin/sealer-load"

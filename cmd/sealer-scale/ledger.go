@@ -40,7 +40,12 @@ var stores = []store{
 			return l, l.Close, nil
 		},
 		preload: func(l ledger.Ledger, n int, until time.Time) error {
-			return preloadEmbedded(l.(*embedded.Ledger), n, until)
+			if err := preloadEmbedded(l.(*embedded.Ledger), n, until); err != nil {
+				return err
+			}
+			// As a ledger that took its states over time would be: its
+			// compactions done, not owed.
+			return l.(*embedded.Ledger).Compact()
 		},
 	},
 	{
