@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -89,6 +90,7 @@ func checkEdge(t *testing.T, outcomes map[string]int) {
 // never opens again around its deadline, with Redis 5 ms of round trip away
 // (through a proxy that delays each way by 2.5 ms).
 func TestAttack_R6_NoReplayAtTheExpiryEdge_Redis(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	redisSrv := testredis.Start(t, false)
 	slow := newDelayProxy(t, redisSrv.Addr, 2500*time.Microsecond)
 	p := start(t, t.TempDir(), "--ledger", "redis://"+slow.addr+"/0", "--skew", "100ms")
@@ -98,6 +100,7 @@ func TestAttack_R6_NoReplayAtTheExpiryEdge_Redis(t *testing.T) {
 // TestAttack_R6_NoReplayAtTheExpiryEdge_Embedded: the same with the
 // embedded ledger swept every 2 ms.
 func TestAttack_R6_NoReplayAtTheExpiryEdge_Embedded(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir(), "--sweep-interval", "2ms", "--skew", "100ms")
 	checkEdge(t, expiryEdge(t, p, 100*time.Millisecond, 20, 48))
 }
@@ -143,6 +146,7 @@ func nullMembers(n int) string {
 // are refused before they are read: the sealer's peak resident memory
 // stays under 256 MiB.
 func TestAttack_UnauthenticatedBodiesCostNothing(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	writeFile(t, tenants, "tenants:\n  team:\n    tokens: [\""+tokenHash("team-token")+"\"]\n")
@@ -199,6 +203,7 @@ func TestAttack_UnauthenticatedBodiesCostNothing(t *testing.T) {
 // are what counts, not their rate); tenant b's seals and opens all succeed,
 // with only 64 calls in flight allowed.
 func TestAttack_VaultStallKeyMissesLeaveOtherTenantsAlone(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	v, _, tokenFile := vaultForSealer(t)
 	hang := newProxy(t, strings.TrimPrefix(v.Addr, "http://"))
 	dir := t.TempDir()
@@ -273,6 +278,7 @@ func forgeKeyVersion(t *testing.T, state string, version uint32) string {
 
 // TestAttack_SmallerFindings: the lesser holes of the review, each closed.
 func TestAttack_SmallerFindings(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	writeFile(t, tenants, "tenants:\n  team:\n    tokens: [\""+tokenHash("team-token")+"\"]\n")

@@ -45,6 +45,7 @@ var summaryLine = regexp.MustCompile(`Passed: (\d+)/(\d+), (\d+) failed, (\d+) w
 // the official MCP conformance suite against the example MCP server backed
 // by a real sealer.
 func TestConformance_MRTR(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir())
 	url := startMCP(t, s)

@@ -58,6 +58,7 @@ func freePort(t *testing.T) int {
 // podman: non-root, read-only root filesystem, the README's REST round trip,
 // /readyz, gRPC health, and a clean exit on SIGTERM.
 func TestContainerImage(t *testing.T) {
+	testenv.Lane(t, testenv.LaneDeploy)
 	pm := podman(t)
 	tag := "localhost/sealer-e2e:" + strconv.Itoa(os.Getpid())
 	build := exec.Command("../scripts/image.sh", tag)

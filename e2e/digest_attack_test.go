@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
@@ -18,6 +19,7 @@ const transferParams = `{"name":"transfer","arguments":{"amount":1}}`
 // would not change it; an MCP server that binds params case-insensitively
 // could act on "Arguments" instead, with a state sealed for an amount of 1.
 func TestDigestAttack_CaseVariantsRefused(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir())
 	variants := []struct{ name, params string }{
 		{"Arguments", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
@@ -52,6 +54,7 @@ func TestDigestAttack_CaseVariantsRefused(t *testing.T) {
 // mcpdigest.MaxDepth or holding more than mcpdigest.MaxValues values are refused
 // on both transports, and the limits themselves are accepted.
 func TestDigestAttack_DeepAndWideArgumentsRefused(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir())
 	nested := func(levels int) string { // an object, then arrays
 		return `{"name":"x","arguments":{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}}`

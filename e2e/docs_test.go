@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // The documentation a user reads: the README, the pages under docs/ and the
@@ -134,6 +136,7 @@ func goMod(t *testing.T, all []block) string {
 // go mod tidy, go build. A block marked ```go fragment is deliberately not
 // a whole file, and is skipped.
 func TestDocs_GoSnippetsBuild(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	all := blocks(t)
 	mod := goMod(t, all)
 	built := 0
@@ -177,6 +180,7 @@ func TestDocs_GoSnippetsBuild(t *testing.T) {
 
 // TestDocs_JSONBlocksParse: every ```json block is JSON.
 func TestDocs_JSONBlocksParse(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	for _, b := range blocks(t) {
 		if b.info == "json" && !json.Valid([]byte(b.text)) {
 			t.Errorf("%v: not valid JSON:\n%s", b, b.text)
@@ -195,6 +199,7 @@ var grpcurlInstall = regexp.MustCompile(`go install (github\.com/fullstorydev/gr
 // under its command: the same members, the same values but for states
 // ("AQAA...") and times. Then it sends the wire example of docs/API.md.
 func TestDocs_RoundTripAsWritten(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	all := blocks(t)
 	var script, samples strings.Builder
 	var readme string

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -30,6 +31,7 @@ func fleet(t *testing.T, n int, url string, flags ...string) []*proc {
 // one-time state opened by 30 concurrent callers spread over the three
 // succeeds exactly once (R6).
 func TestFleet_R6_R10_OneTimeAcrossReplicas(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	redisSrv := testredis.Start(t, false)
 	ps := fleet(t, 3, redisSrv.URL())
 	var callers []api
@@ -69,6 +71,7 @@ func oneWinner(t *testing.T, callers []api) {
 // without restarting the sealer. A Redis restarted with persistence still
 // refuses a state consumed before the restart.
 func TestFleet_RedisFaults(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	redisSrv := testredis.Start(t, true)
 	p := fleet(t, 1, redisSrv.URL(), "--ledger-timeout", "300ms")[0]
 	for name, a := range apis(t, p) {
@@ -123,6 +126,7 @@ func expectReady(t *testing.T, p *proc, want int) {
 // A client that retries on the next replica sees no failure, and every state
 // the killed replica sealed still opens on the others (R10).
 func TestFleet_SIGKILLReplicaLosesNoState(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	ps := fleet(t, 3, "embedded")
 	var states []string
 	for range 5 {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // startEcho runs cmd/sealer-echo on free loopback ports and returns its
@@ -32,6 +33,7 @@ func startEcho(t *testing.T) (grpcAddr, httpAddr string) {
 // several sizes, its gRPC answers and REST bodies are as large as the
 // sealer's, byte for byte in length.
 func TestEchoFloor_AnswersAsLargeAsTheSealer(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir())
 	echoGRPC, echoHTTP := startEcho(t)
 	sealers := map[string]sealerv1.SealerClient{

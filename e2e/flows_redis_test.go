@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -179,6 +180,7 @@ func (w *flowWatch) doubles() []string {
 // none may, whether replication was healthy or lagging (cut) at the kill;
 // with 0, the test reports what the failover lost.
 func TestFlows_R6_R9_RedisClusterFailover(t *testing.T) {
+	testenv.Lane(t, testenv.LaneFailover)
 	for _, tc := range []struct {
 		replicas int
 		cut      bool

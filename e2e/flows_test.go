@@ -18,6 +18,7 @@ import (
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // The attacks of issue 23 on multi-round requests (R9), against the real
@@ -222,6 +223,7 @@ const flowsTenants = `tenants:
 // and REST; every outcome a caller saw is in the audit log with the same
 // reason.
 func TestFlows_R9_Attacks(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	writeFile(t, tenants, fmt.Sprintf(flowsTenants, tokenHash("main-token"), tokenHash("short-token"), tokenHash("brief-token"), tokenHash("other-token")))
@@ -657,6 +659,7 @@ func flowsContinuation(t *testing.T, alice mcpServer, otherTenant api) {
 // whose maxRounds is lowered to 3 (the tenants file reloaded on SIGHUP)
 // does not open again; a plain state is not bounded at all.
 func TestFlows_R9_MaxRoundsLoweredMidFlow(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	file := "tenants:\n  shrink:\n    tokens: [\"" + tokenHash("shrink-token") + "\"]\n    policy:\n      maxRounds: %d\n"

@@ -202,6 +202,7 @@ func helmRun(helm string, args ...string) ([]byte, error) {
 // API schemas of the pinned version, offline; and checks that it refuses
 // several replicas with per-pod keys or the embedded ledger.
 func TestHelmChart(t *testing.T) {
+	testenv.Lane(t, testenv.LaneDeploy)
 	helm, swagger, kubeVersion := helmEnv(t)
 	ks := loadKubeSchemas(t, swagger)
 	t.Logf("Kubernetes API schemas of v%s: %d kinds", kubeVersion, len(ks.byGVK))

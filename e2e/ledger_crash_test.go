@@ -215,6 +215,7 @@ func killAndRestart(t *testing.T, dir string, damage func(t *testing.T)) {
 }
 
 func TestLedger_R6_KilledMidStormLosesNoAnsweredOpen(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	for i := range 20 {
 		t.Run(strconv.Itoa(i), func(t *testing.T) { killAndRestart(t, dir, nil) })
@@ -224,6 +225,7 @@ func TestLedger_R6_KilledMidStormLosesNoAnsweredOpen(t *testing.T) {
 // A crash while the log's last record was being written leaves it torn:
 // the restart must take the log up to it and keep every answered Open.
 func TestLedger_R6_TornLastRecordLosesNoAnsweredOpen(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	for i := range 5 {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
@@ -334,6 +336,7 @@ func readAll(f *os.File, num uint64) error {
 // is answered as won that a restart does not keep; with room again, the
 // sealer takes one-time Opens without a restart.
 func TestLedger_R6_DiskFullRefusesAndLosesNoAnsweredOpen(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	mnt := testenv.Tmpfs(t, 64<<20)
 	dir := filepath.Join(mnt, "data")
 	p := start(t, dir)
@@ -379,6 +382,7 @@ func TestLedger_R6_DiskFullRefusesAndLosesNoAnsweredOpen(t *testing.T) {
 // bbolt file, ledger.db) is imported at start: every state it consumed and
 // every flow round it advanced stays so.
 func TestLedger_R6_UpgradeFromBoltKeepsEveryEntry(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	p := startPrevious(t, dir)
 	g := sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))

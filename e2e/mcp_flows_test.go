@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // acceptAll answers each key with an accepted elicitation of content.
@@ -97,6 +99,7 @@ func wantAudited(t *testing.T, file, what string, want map[string]int, call func
 // script are refused (-32602, INPUT_MISMATCH) without burning the round;
 // round 2 then completes, once.
 func TestMCP_R9_FlowOfTheGoExample(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit)
 	url := startMCP(t, s)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // startMCP runs the example MCP server against the sealer s and returns its
@@ -107,6 +109,7 @@ func wantInvalidParams(t *testing.T, r *mcp.CallToolResult, err error) {
 }
 
 func TestMCP_R10_MultiRoundCompletesThroughTheSealer(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
 	url := startMCP(t, s)
 	cs := mcpSession(t, url, "", true, map[string]string{"name": "Alice", "color": "blue", "units": "celsius"})
@@ -124,6 +127,7 @@ func TestMCP_R10_MultiRoundCompletesThroughTheSealer(t *testing.T) {
 }
 
 func TestMCP_R3_StateReplayedUnderAnotherTokenIsRejected(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
 	url := startMCP(t, s)
 	alice, mallory := mcpSession(t, url, "alice-token", false, nil), mcpSession(t, url, "mallory-token", false, nil)
@@ -140,6 +144,7 @@ func TestMCP_R3_StateReplayedUnderAnotherTokenIsRejected(t *testing.T) {
 }
 
 func TestMCP_R5_StateOnAnotherToolOrArgumentsIsRejected(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
 	url := startMCP(t, s)
 	cs := mcpSession(t, url, "alice-token", false, nil)
@@ -155,6 +160,7 @@ func TestMCP_R5_StateOnAnotherToolOrArgumentsIsRejected(t *testing.T) {
 }
 
 func TestMCP_R6_OneTimeToolStateWorksOnce(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
 	url := startMCP(t, s)
 	cs := mcpSession(t, url, "alice-token", false, nil)
@@ -169,6 +175,7 @@ func TestMCP_R6_OneTimeToolStateWorksOnce(t *testing.T) {
 }
 
 func TestMCP_R4_ExpiredStateIsRejected(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir(), "--skew", "0s")
 	url := startMCP(t, s, "-state-ttl", "1s")
 	cs := mcpSession(t, url, "alice-token", false, nil)

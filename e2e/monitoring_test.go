@@ -62,6 +62,7 @@ var checkSummary = regexp.MustCompile(`(?m)^(\d+) expressions in \d+ files, (\d+
 // unauthenticated calls on both transports, a tenants reload), and its
 // /metrics goes to the checker.
 func TestMonitoring_EveryExpressionNamesLiveSeries(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	check := promqlCheck(t)
 	v, _, tokenFile := vaultForSealer(t)
 	redisSrv := testredis.Start(t, false)
@@ -130,6 +131,7 @@ var (
 // is the anchor of a section of docs/RUNBOOK.md named after the alert, and
 // each section there belongs to an alert.
 func TestMonitoring_EveryAlertHasItsRunbookSection(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	rules, err := os.ReadFile(monitoringFiles[0])
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -80,6 +81,7 @@ func startReady(t *testing.T, dataDir string, flags ...string) *proc {
 // connections but never answers listens at once; liveness says ok, and
 // both readiness probes say not ready, with one answer, until Vault answers.
 func TestProbes_StartupWhileVaultHangs(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	v, _, tokenFile := vaultForSealer(t)
 	hang := newProxy(t, strings.TrimPrefix(v.Addr, "http://"))
 	hang.stall()
@@ -99,6 +101,7 @@ func TestProbes_StartupWhileVaultHangs(t *testing.T) {
 // once, calls go on succeeding for --shutdown-delay, then the sealer stops
 // accepting and exits 0.
 func TestShutdown_ReadinessFailsFirst(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	p := start(t, t.TempDir(), "--shutdown-delay", "2s")
 	g := newGRPC(t, p)
 	waitProbes(t, p, http.StatusOK, "ready")
@@ -159,6 +162,7 @@ func retryingClient(t *testing.T, addrs []string) sealerv1.SealerClient {
 // a steady load of Seal+Open pairs from a client that balances over the
 // healthy replicas and retries UNAVAILABLE. Not one call may fail.
 func TestFleet_RollingRestartLosesNoCall(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	redisSrv := testredis.Start(t, false)
 	flags := []string{"--shutdown-delay", "1s", "--shutdown-grace", "5s"}
 	ps := fleet(t, 3, redisSrv.URL(), flags...)
@@ -253,6 +257,7 @@ func indexOf(s []string, v string) int {
 // stream ends when the listeners stop, so the drain does not wait for it
 // until the grace runs out (which would cut in-flight calls short).
 func TestShutdown_AHealthWatcherDoesNotHoldTheDrain(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	p := start(t, t.TempDir(), "--shutdown-delay", "500ms", "--shutdown-grace", "10s")
 	stream, err := healthpb.NewHealthClient(dialGRPC(t, p.GRPC)).Watch(context.Background(), &healthpb.HealthCheckRequest{Service: "sealer.v1.Sealer"})
 	if err != nil {

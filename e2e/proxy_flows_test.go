@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // The naive server's three-round tool (examples/naiveserver, book_trip):
@@ -37,6 +39,7 @@ func tripRounds(t *testing.T, cs *mcp.ClientSession) [3]string {
 // another case) never reach the server, each refused by the sealer with its
 // reason; round 3 then completes, once. Alone, the server takes the rewind.
 func TestProxy_R9_UnchangedServerGetsFlows(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit)
 	up := startNaive(t)
@@ -124,6 +127,7 @@ func tripFork(t *testing.T, cs *mcp.ClientSession, up naive) (reached, next, nex
 // --flows off (what the proxy did before flows) every retry reaches the
 // server and walks its own branch.
 func TestProxy_R9_ForksNeverReachUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit)
 	up := startNaive(t)
@@ -160,6 +164,7 @@ func TestProxy_R9_ForksNeverReachUpstream(t *testing.T) {
 // is refused to the client, -32602), nor past the flow's deadline however
 // recent its round (refused before the server).
 func TestProxy_R9_FlowEndsAtItsRoundsAndDeadline(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit, "--max-rounds", "2", "--flow-ttl", "1s")
 	up := startNaive(t)

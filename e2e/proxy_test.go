@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -60,6 +61,7 @@ func startProxy(t *testing.T, s *proc, upstream string, flags ...string) string 
 // the official conformance suite against the naive server, unchanged, behind
 // sealer-proxy backed by a real sealer: all 14 pass.
 func TestConformance_MRTR_Proxy(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
@@ -78,6 +80,7 @@ func TestConformance_MRTR_Proxy(t *testing.T) {
 // server alone: it fails exactly the checks a server that trusts its plain
 // state fails (R2: it completes a tampered state).
 func TestConformance_MRTR_NaiveDirect(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin := nodeBin(t)
 	up := startNaive(t)
 	var failed []string
@@ -98,6 +101,7 @@ func TestConformance_MRTR_NaiveDirect(t *testing.T) {
 // without any requestState.verify behind the proxy: tampered-state passes
 // through the proxy, and fails without it.
 func TestConformance_MRTR_TypeScriptBehindProxy(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir())
 	dir, _ := filepath.Abs("testdata/ts-naive-server")
@@ -139,6 +143,7 @@ func refusedBeforeUpstream(t *testing.T, up naive, what string, call func() (*mc
 }
 
 func TestProxy_R2_TamperedOrForgedStateNeverReachesUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -170,6 +175,7 @@ func TestProxy_R2_TamperedOrForgedStateNeverReachesUpstream(t *testing.T) {
 }
 
 func TestProxy_R3_StateOfAnotherPrincipalNeverReachesUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -208,6 +214,7 @@ func (h header) RoundTrip(r *http.Request) (*http.Response, error) {
 // replayed by another caller never reaches the upstream, and its owner's
 // retry does.
 func TestProxy_R3_PrincipalFromAHeaderOrACertificate(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	args, units := map[string]any{"location": "Paris"}, map[string]any{"units": "celsius"}
 	check := func(t *testing.T, up naive, alice, mallory *mcp.ClientSession) {
@@ -243,6 +250,7 @@ func TestProxy_R3_PrincipalFromAHeaderOrACertificate(t *testing.T) {
 }
 
 func TestProxy_R5_StateOnOtherArgumentsNeverReachesUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -266,6 +274,7 @@ func TestProxy_R5_StateOnOtherArgumentsNeverReachesUpstream(t *testing.T) {
 }
 
 func TestProxy_R4_ExpiredStateNeverReachesUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir(), "--skew", "0s")
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer", "--state-ttl", "1s")
@@ -282,6 +291,7 @@ func TestProxy_R4_ExpiredStateNeverReachesUpstream(t *testing.T) {
 }
 
 func TestProxy_R6_OneTimeStateReachesUpstreamOnce(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "approve_payment")
@@ -351,6 +361,7 @@ func postSSE(t *testing.T, url string) (string, []sseEvent) {
 // notifications come through in order before the result, whose state alone
 // is sealed.
 func TestProxy_SSEProgressBeforeResultKeepsOrder(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -383,6 +394,7 @@ func TestProxy_SSEProgressBeforeResultKeepsOrder(t *testing.T) {
 // bodies gets its states sealed there too, and its multi-round tool works
 // through the proxy with the go-sdk client's automatic retries.
 func TestProxy_JSONBodyStateIsSealed(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t, "-json")
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -403,6 +415,7 @@ func TestProxy_JSONBodyStateIsSealed(t *testing.T) {
 // (snake_case, populate_by_name) would read as requestState is refused, not
 // passed by.
 func TestProxy_RequestStateInAnotherSpellingNeverReachesUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
@@ -422,6 +435,7 @@ func TestProxy_RequestStateInAnotherSpellingNeverReachesUpstream(t *testing.T) {
 // (HTTP 503, -32603) and never reaches the upstream; with Redis back, the
 // same state opens.
 func TestProxy_R6_LedgerUnavailableIsRetryableNeverAPass(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	redisSrv := testredis.Start(t, true)
 	s := start(t, t.TempDir(), "--ledger", redisSrv.URL(), "--ledger-timeout", "300ms")
 	up := startNaive(t)
@@ -490,6 +504,7 @@ func rawPost(t *testing.T, url, token, tool, body string) (*http.Response, rawMe
 // of another method (another case of POST, PUT, PATCH, or a GET or DELETE
 // with a body) is refused before the upstream.
 func TestProxy_OtherHTTPMethodsNeverCarryAStateToUpstream(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
 	url := startProxy(t, s, up.url, "--principal", "bearer")

@@ -71,6 +71,7 @@ var pyServers = []struct{ name, file string }{
 // scenario of the official MCP conformance suite against each Python example
 // MCP server, whose states a real sealer seals through mcp_sealer.mcp.
 func TestConformance_MRTR_Python(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin, python := nodeBin(t), pythonBin(t)
 	for _, server := range pyServers {
 		t.Run(server.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
@@ -118,6 +119,7 @@ func underLoad(t *testing.T, callers []api, fault func() time.Time) {
 // the primary is killed under load, the fleet follows the promotion and
 // only LEDGER_UNAVAILABLE is seen, for a bounded time.
 func TestRedisHA_Sentinel(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	s := testredis.StartSentinel(t, testredis.SentinelOptions{Args: haACL, Password: "sentinel-pw"})
 	callers := grpcCallers(t, fleet(t, 3, sentinelURL(s), "--ledger-timeout", "300ms"))
 	oneWinner(t, callers)
@@ -136,6 +138,7 @@ func TestRedisHA_Sentinel(t *testing.T) {
 // one winner; when a master is killed under load, its replica takes over
 // and only LEDGER_UNAVAILABLE is seen, for a bounded time.
 func TestRedisHA_Cluster(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	c := testredis.StartCluster(t, 3, 1, clusterACL...)
 	url := "redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr + "?addr=" + c.Nodes[1].Addr + "&addr=" + c.Nodes[2].Addr
 	callers := grpcCallers(t, fleet(t, 3, url, "--ledger-timeout", "300ms"))
@@ -160,6 +163,7 @@ func TestRedisHA_Cluster(t *testing.T) {
 // consumptions still in the backlog are lost; with --ledger-replicas 1 a
 // consume the replica did not acknowledge was refused, so none can be.
 func TestRedisHA_FailoverDoubleOpens(t *testing.T) {
+	testenv.Lane(t, testenv.LaneFailover)
 	type deployment struct {
 		url      string
 		cut      func()
@@ -278,6 +282,7 @@ func pick(m map[string]string, keys []string) map[string]string {
 // opens are LEDGER_UNAVAILABLE while Redis refuses the file's password
 // (WRONGPASS) and work again once the file holds the new one.
 func TestRedisHA_PasswordFileRotation(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	srv := testredis.Start(t, false, haACL...)
 	file := filepath.Join(t.TempDir(), "redis-pw")
 	write := func(pw string) {

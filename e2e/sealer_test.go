@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 const (
@@ -82,6 +83,7 @@ func apis(t *testing.T, p *proc) map[string]api {
 }
 
 func TestSealer_EndToEnd(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	p := start(t, dir, "--skew", "100ms", "--sweep-interval", "200ms")
 	var sec secrets
@@ -234,6 +236,7 @@ func httpGet(t *testing.T, url string) string {
 // one-time state succeed exactly once, and the state stays consumed after
 // the binary restarts.
 func TestSealer_R6_OneTimeConcurrentAndAcrossRestart(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	p := start(t, dir)
 	for name, a := range apis(t, p) {
@@ -268,6 +271,7 @@ func TestSealer_R6_OneTimeConcurrentAndAcrossRestart(t *testing.T) {
 // having consumed its state: after a restart, exactly the states whose open
 // failed still open. The process exits 0.
 func TestSealer_SIGTERMDrainsInFlightCalls(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	p := start(t, dir)
 	g := newGRPC(t, p)
@@ -327,6 +331,7 @@ func TestSealer_SIGTERMDrainsInFlightCalls(t *testing.T) {
 // TestSealer_RefusesBadConfig checks that the binary exits non-zero with a
 // message for a configuration it cannot run.
 func TestSealer_RefusesBadConfig(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	for _, args := range [][]string{
 		{"--max-ttl", "1s", "--default-ttl", "5m"},
 		{"--grpc-addr", "nonsense"},
@@ -341,6 +346,7 @@ func TestSealer_RefusesBadConfig(t *testing.T) {
 }
 
 func TestSealer_Inspect(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir())
 	state := mustSeal(t, newREST(p), sealBody("alice", weatherParams, "x", ""))
 	out, err := runSealer("inspect", state)
@@ -364,6 +370,7 @@ func runSealer(args ...string) (string, error) {
 // refused with RESOURCE_EXHAUSTED instead of queueing, and the sealer serves
 // normally once the burst is over.
 func TestSealer_OverloadIsRefusedAtOnce(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir(), "--max-in-flight", "2")
 	a := newGRPC(t, p)
 	states := make([]string, 200)
@@ -418,6 +425,7 @@ func listeningPorts(t *testing.T, pid int) []int {
 // sealer opens no listener but its gRPC and HTTP ports (no internal
 // gateway port a local user could reach).
 func TestSealer_ListensOnlyWhereConfigured(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir())
 	mustSeal(t, newREST(p), sealBody("alice", weatherParams, "x", ""))
 	want := map[int]bool{}

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testpki"
 )
 
@@ -108,6 +109,7 @@ tenants:
 // credentials, a certificate of another CA, a certificate naming no
 // tenant, and a wrong token are UNAUTHENTICATED.
 func TestTenants_AuthenticationAndIsolation(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := newPKI(t)
 	dir := t.TempDir()
 	tokenC := "c-token-0c5e4f1a9b"
@@ -232,6 +234,7 @@ func TestTenants_AuthenticationAndIsolation(t *testing.T) {
 // TestTenants_SafeByDefault: no listening beyond loopback without TLS and
 // client authentication, unless --insecure, which is logged loudly.
 func TestTenants_SafeByDefault(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	out, err := runSealer("serve", "--data-dir", t.TempDir(), "--grpc-addr", "0.0.0.0:0", "--http-addr", "127.0.0.1:0")
 	if err == nil || !strings.Contains(out, "refusing to listen") || !strings.Contains(out, "--tls-cert") || !strings.Contains(out, "--insecure") {
 		t.Fatalf("got %v: %q; want a refusal that says how to fix it", err, out)
@@ -245,6 +248,7 @@ func TestTenants_SafeByDefault(t *testing.T) {
 // TestTenants_SIGHUPReload: a tenant added to the file works after SIGHUP,
 // without a restart; a broken file is refused and the tenants in force stay.
 func TestTenants_SIGHUPReload(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	dir := t.TempDir()
 	tenants := filepath.Join(dir, "tenants.yaml")
 	one := "tenants:\n  one:\n    tokens: [\"" + tokenHash("token-one") + "\"]\n"
@@ -281,6 +285,7 @@ func TestTenants_SIGHUPReload(t *testing.T) {
 // TestTenants_RateLimit: calls past a tenant's rate get RESOURCE_EXHAUSTED
 // at once, and the tenant is served again when the rate allows.
 func TestTenants_RateLimit(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	tenants := filepath.Join(t.TempDir(), "tenants.yaml")
 	writeFile(t, tenants, "tenants:\n  slow:\n    tokens: [\""+tokenHash("tok")+"\"]\n    policy:\n      ratePerSecond: 5\n      burst: 5\n")
 	s := start(t, t.TempDir(), "--tenants", tenants)
@@ -300,6 +305,7 @@ func TestTenants_RateLimit(t *testing.T) {
 // TestTenants_TLSReload: a renewed server certificate written over the old
 // files is served without a restart.
 func TestTenants_TLSReload(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	p := newPKI(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.pem"), filepath.Join(dir, "tls-key.pem")

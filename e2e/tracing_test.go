@@ -148,6 +148,7 @@ func randomID(n int) []byte {
 // ledger consume is a child of its REST span; key loads are traced. No
 // attribute anywhere holds the principal, the state or the payload.
 func TestTracing_SpansReachACollectorLinkedToTheCaller(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	sink := &spanSink{}
 	collector := startCollector(t, sink)
 	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + collector, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",

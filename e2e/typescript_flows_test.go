@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // refusalLine is a sealer's log line for a call it refused, with its reason.
@@ -37,6 +39,7 @@ func refusals(s *proc) map[string]int {
 // rounds, reached over REST) ends a flow at its deadline (FLOW_EXPIRED)
 // and refuses a round past the last (FLOW_EXHAUSTED).
 func TestTypeScriptMCP_R9_Flows(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir())
 	limits := start(t, t.TempDir(), "--flow-ttl", "4s", "--max-rounds", "2")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
 // The TypeScript side: the client package (clients/typescript), its codec
@@ -54,6 +56,7 @@ func nodeTest(t *testing.T, bin string, env []string, files ...string) {
 // scenario of the official MCP conformance suite against the TypeScript
 // example MCP server, whose states a real sealer seals through the codec.
 func TestConformance_MRTR_TypeScript(t *testing.T) {
+	testenv.Lane(t, testenv.LaneConformance)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir())
 	url := startTSMCP(t, bin, s)
@@ -76,6 +79,7 @@ func TestConformance_MRTR_TypeScript(t *testing.T) {
 // (short-lived states, a sealer allowing no skew) over REST, and a third
 // serves 2025-era requests and batches too (the SDK's default).
 func TestTypeScriptMCP(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	bin := nodeBin(t)
 	s := start(t, t.TempDir(), "--skew", "0s")
 	url := startTSMCP(t, bin, s)
@@ -96,6 +100,7 @@ func TestTypeScriptMCP(t *testing.T) {
 // bearer token, and the differential test of the request digest on 10,000
 // generated params.
 func TestTypeScriptClient(t *testing.T) {
+	testenv.Lane(t, testenv.LaneShown)
 	bin := nodeBin(t)
 	plain := start(t, t.TempDir(), "--skew", "0s")
 

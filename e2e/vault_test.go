@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testvault"
 )
 
@@ -125,6 +126,7 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // rotated five times: not one call fails, and all end up sealing with the
 // newest version.
 func TestVault_R10_RotationAcrossReplicasWithoutAFailedCall(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	v, token, tokenFile := vaultForSealer(t)
 	flags := []string{"--keys", "vault-transit", "--vault-addr", v.Addr, "--vault-token-file", tokenFile,
 		"--vault-transit-key", "sealer", "--key-poll", "250ms", "--key-activation", "2s"}
@@ -155,6 +157,7 @@ func TestVault_R10_RotationAcrossReplicasWithoutAFailedCall(t *testing.T) {
 // intervals costs nothing but freshness (visible in the metrics); a rotation
 // made meanwhile is picked up when Vault is back.
 func TestVault_UnreachableThenBack(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	v, token, tokenFile := vaultForSealer(t)
 	proxy := newProxy(t, strings.TrimPrefix(v.Addr, "http://"))
 	p := startReady(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", "http://"+proxy.addr,
@@ -192,6 +195,7 @@ func TestVault_UnreachableThenBack(t *testing.T) {
 // reached is not ready and answers KEYS_UNAVAILABLE, then serves once Vault
 // is reachable.
 func TestVault_NotReadyUntilFirstRing(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	v, _, tokenFile := vaultForSealer(t)
 	proxy := newProxy(t, strings.TrimPrefix(v.Addr, "http://"))
 	proxy.down()
@@ -374,6 +378,7 @@ func (p *proxy) up() {
 // even when its modification time and size say it did not: with the old
 // token revoked, the sealer follows a rotation with the new one.
 func TestVault_TokenFileReadAgain(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
 	v, first, tokenFile := vaultForSealer(t)
 	p := startReady(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", v.Addr,
 		"--vault-token-file", tokenFile, "--vault-transit-key", "sealer", "--key-poll", "200ms", "--key-activation", "1s")

@@ -222,26 +222,38 @@ rm -rf "$artifacts"
 # conformance scenarios, the container image and Helm chart, and the
 # end-to-end tests that are not shown; their output is shown in full at the
 # end. The two Redis failover tests, which wait on Redis for most of their
-# two and a half minutes, run in the background beside both.
-shown='TestRedisHA|TestFleet_RollingRestart|TestProbes|TestShutdown|TestTracing|TestProxy|TestMonitoring_|TestTypeScript|TestFlows|TestMCP_R9'
-failovers='TestRedisHA_FailoverDoubleOpens|TestFlows_R6_R9_RedisClusterFailover'
-e2e_shown() { (cd e2e && go test -race -count=1 -timeout 30m -v "$@" ./... | grep -vE '^=== (RUN|PAUSE|CONT)'); }
+# two and a half minutes, run in the background beside both. Each
+# end-to-end test names its lane (testenv.Lane); a lane's run skips the
+# others' tests.
+# e2e_lane LANE CMD... runs CMD ./... in e2e for the tests of LANE; -v
+# output drops the lines of the tests skipped as the other lanes'.
+e2e_lane() {
+  local lane=$1; shift
+  (cd e2e && export SEALER_TEST_LANE=$lane && "$@" ./...) | awk '
+    /^=== (RUN|PAUSE|CONT)/ { next }
+    held != "" { if ($0 !~ /: runs in the [a-z]+ lane$/) print held ORS $0; held = ""; next }
+    /^ *--- SKIP: / { held = $0; next }
+    { print }
+    END { if (held != "") print held }'
+}
+e2e_shown() { e2e_lane shown go test -race -count=1 -timeout 30m -v; }
 conformance() {
   echo "MCP conformance: the 14 input-required-result scenarios against the example MCP servers (Go, TypeScript, Python on MCPServer and FastMCP), each with a real sealer"
-  (cd e2e && go_release test -count=1 -timeout 30m -v -run 'TestConformance_MRTR' ./...)
+  e2e_lane conformance go_release test -count=1 -timeout 30m -v
 }
 deploy_tests() {
   echo "container image and Helm chart: podman (Debian), Helm (tools/go.mod), Kubernetes v$kube_version API schemas (k8s.io/kubernetes module)"
   ensure_helm
   ensure_kube_schemas
-  (cd e2e && go_release vet -tags deploy ./... && go_release test -tags deploy -count=1 -v -run '^(TestContainerImage|TestHelmChart)$' ./...)
+  (cd e2e && go_release vet -tags deploy ./...)
+  e2e_lane deploy go_release test -tags deploy -count=1 -v
 }
 e2e_tests() {
   echo "end-to-end against the real binaries, Vault and Redis, but those shown in the last step"
   ensure_vault
-  (cd e2e && go test -race -count=1 -timeout 30m -skip "TestConformance_MRTR|$shown" ./...)
+  e2e_lane e2e go test -race -count=1 -timeout 30m
 }
-start_build failovers e2e_shown -run "$failovers"
+start_build failovers e2e_lane failover go test -race -count=1 -timeout 30m -v
 start_build conformance after npm after python conformance
 start_build deploy after conformance after helm deploy_tests
 start_build e2e after deploy after vault after python e2e_tests
@@ -275,7 +287,7 @@ go test -race -count=1 $(root_packages_needing yes)
 step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
 wait_build otelcol
 ensure_otelcol
-e2e_shown -run "$shown" -skip "$failovers"
+e2e_shown
 
 step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests, the Python package's integration tests and wheel"
 wait_build python-integration all

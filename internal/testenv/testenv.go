@@ -67,3 +67,31 @@ func Fill(t testing.TB, dir string) string {
 	}
 	return path
 }
+
+// The lanes of the test command (scripts/test.sh), in which the
+// end-to-end tests run side by side.
+const (
+	// LaneE2E: the end-to-end tests that run in the background.
+	LaneE2E = "e2e"
+	// LaneShown: those whose figures the docs quote, run verbosely last.
+	LaneShown = "shown"
+	// LaneFailover: the Redis failovers, which wait on Redis for minutes.
+	LaneFailover = "failover"
+	// LaneConformance: the MCP conformance scenarios, without the race
+	// detector.
+	LaneConformance = "conformance"
+	// LaneDeploy: the container image and the Helm chart (build tag
+	// deploy).
+	LaneDeploy = "deploy"
+)
+
+// Lane declares the lane of the test command that runs the test, as the
+// first statement of every end-to-end test (a test holds them to it).
+// Under the test command (SEALER_TEST_LANE set) a test of another lane is
+// skipped; run by hand, every test runs.
+func Lane(t testing.TB, lane string) {
+	t.Helper()
+	if cur := os.Getenv("SEALER_TEST_LANE"); cur != "" && cur != lane {
+		t.Skipf("runs in the %s lane", lane)
+	}
+}
