@@ -184,13 +184,15 @@ ensure_podman() {
 }
 
 # Helm from Go modules (the tools module).
+# Its version is the one tools/go.mod requires.
+helm_version() { go list -modfile=tools/go.mod -m -f '{{.Version}}' helm.sh/helm/v3; }
 helm_path() {
-  export SEALER_TEST_HELM="$tools_cache/helm-v3.22.0-$(tool_kind)-$(files_sum tools/go.sum tools/go.mod)"
+  export SEALER_TEST_HELM="$tools_cache/helm-$(tool_kind)-$(files_sum tools/go.sum tools/go.mod)"
 }
 build_helm() {
   helm_path
   WHAT="Helm" go_build_once "$SEALER_TEST_HELM" tools helm.sh/helm/v3/cmd/helm \
-    '-X helm.sh/helm/v3/internal/version.version=v3.22.0'
+    "-X helm.sh/helm/v3/internal/version.version=$(helm_version)"
 }
 ensure_helm() {
   build_helm

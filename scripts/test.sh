@@ -155,7 +155,11 @@ fi
 # The full run. The steps that need no tool built from Go modules come first,
 # then those whose tools build fastest; Vault, the longest build, is needed
 # last: by the service's integration tests and the end-to-end tests.
-step "in the background: every Go module in one download, then the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry Collector); the npm packages (Node 22, the conformance suite, the TypeScript client and examples)"
+# In the background: every Go module in one download, then the tools built
+# from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry
+# Collector); the npm packages (Node 22, the conformance suite, the
+# TypeScript client and examples).
+step "background: Go modules, tools, npm packages"
 vault_path
 python_path
 promtool_path
@@ -171,7 +175,11 @@ start_build promtool after go-tools build_promtool
 start_build helm after promtool build_helm
 start_build otelcol after helm build_otelcol
 
-step "Debian packages: redis-server and redis-cli (redis-tools) for the ledger, fleet and Redis Cluster tests (their Sentinels are redis-server --sentinel); jq and curl for the README's round trip; podman and runc for the container image"
+# Debian packages: redis-server and redis-cli (redis-tools) for the ledger,
+# fleet and Redis Cluster tests (their Sentinels are redis-server
+# --sentinel); jq and curl for the README's round trip; podman and runc for
+# the container image.
+step "Debian packages"
 apt_install redis-server redis-server
 apt_install redis-cli redis-tools
 apt_install jq jq
@@ -262,7 +270,10 @@ step "TypeScript client: unit tests (node --test; the digest against sealer/test
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
 
-step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests (the digest against the vectors and against Go's, 10,000 generated params); its integration tests start in the background"
+# clients/python: gen/ check, ruff, mypy --strict, unit tests (the digest
+# against the vectors and against Go's, 10,000 generated params); its
+# integration tests start in the background.
+step "Python package: checks and unit tests"
 wait_build python
 ensure_python
 python_checks --ignore=tests/integration
@@ -270,26 +281,35 @@ export SEALER_TEST_SEALER="$bg_dir/sealer"
 go_release build -o "$SEALER_TEST_SEALER" ./cmd/sealer
 start_build python-integration python_integration
 
-step "alerting rules: promtool check rules, promtool test rules; promqlcheck's own tests (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod)"
+# promtool check rules, promtool test rules; promqlcheck's own tests
+# (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod).
+step "alerting rules"
 wait_build promtool
 ensure_promtool
 "$SEALER_TEST_PROMTOOL" check rules deploy/helm/sealer/files/alerts.yaml
 "$SEALER_TEST_PROMTOOL" test rules deploy/prometheus/alerts_test.yaml
 promqlcheck_tests
 
-step "go test: the service's tests against a real Vault and Redis (Vault built from Go modules, tools/vault)"
+# Vault built from Go modules (tools/vault).
+step "go test: the packages that need Vault or Redis"
 wait_build vault
 ensure_vault
 go test -race -count=1 $(root_packages_needing yes)
 
 # The tests whose figures the README and the issues quote run verbosely in
 # the last step, so that their lines are in the CI log.
-step "end-to-end, shown: Redis Sentinel and Cluster failovers, rolling restart, probes and shutdown, traces at a Collector (OpenTelemetry Collector from Go modules, tools/otelcol), flows under attack (gRPC, REST, Redis Cluster failover, the proxy, the Go and TypeScript examples), the proxy's refusals, the rules and dashboard against a live /metrics, the TypeScript client and codec"
+# The shown lane: Redis Sentinel and Cluster, rolling restart, probes and
+# shutdown, traces at a Collector (OpenTelemetry Collector from Go modules,
+# tools/otelcol), flows under attack, the proxy's refusals, the rules and
+# dashboard against a live /metrics, the TypeScript client and codec.
+step "end-to-end, shown lane"
 wait_build otelcol
 ensure_otelcol
 e2e_shown
 
-step "the background lanes: MCP conformance, the container image and Helm chart, the end-to-end tests not shown, the failover tests, the Python package's integration tests and wheel"
+# MCP conformance, the container image and Helm chart, the e2e lane, the
+# failovers, the Python package's integration tests and wheel.
+step "background lanes: their output"
 wait_build python-integration all
 wait_build failovers all
 wait_build conformance all
