@@ -1,5 +1,7 @@
-// Package bolt is the embedded one-time ledger: a bbolt file on local disk,
-// for a single sealer process.
+// Package bolt is the embedded one-time ledger of the releases before
+// ledger/embedded: a bbolt file on local disk, for a single sealer process.
+// The sealer now only reads its file once, to import it (Each); the
+// benchmarks measure it beside the ledger that replaced it.
 package bolt
 
 import (
@@ -348,22 +350,6 @@ func (b *Ledger) Len() (int, error) {
 		return nil
 	})
 	return n, err
-}
-
-// SweepEvery sweeps at the given interval until ctx is done, then returns
-// nil. Each sweep's count and error go to report; a failed sweep is retried
-// at the next tick.
-func (b *Ledger) SweepEvery(ctx context.Context, every time.Duration, report func(swept int, err error)) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			report(b.Sweep(now))
-		}
-	}
 }
 
 // key is the ledger key of a state: the tenant, length-prefixed, then the id.
