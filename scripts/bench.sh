@@ -64,6 +64,29 @@ start_sealer() {
 
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
+# proxy_beside_floor NAME SEALER_GRPC: starts the naive MCP server,
+# sealer-proxy (its default, latest-only flows) on the sealer at
+# SEALER_GRPC, and a plain httputil.ReverseProxy in front of the same
+# server, then measures MCP round trips through each and direct, in turns,
+# into $out/NAME.md.
+proxy_beside_floor() {
+  local name=$1 sealer_grpc=$2 naive proxy floor
+  go build -o "$out/bin/" ./cmd/sealer-proxy ./cmd/sealer-floorproxy
+  (cd examples && go build -o "$out/bin/" ./naiveserver)
+  naive=127.0.0.1:$(free_port) proxy=127.0.0.1:$(free_port) floor=127.0.0.1:$(free_port)
+  "$out/bin/naiveserver" -addr "$naive" 2>"$out/$name-naive.log" &
+  pids+=("$!")
+  "$out/bin/sealer-proxy" --addr "$proxy" --admin-addr "" --upstream "http://$naive/mcp" --sealer "$sealer_grpc" \
+    --principal anonymous --log-level warn 2>"$out/$name-proxy.log" &
+  pids+=("$!")
+  "$out/bin/sealer-floorproxy" -addr "$floor" -upstream "http://$naive" 2>"$out/$name-floorproxy.log" &
+  pids+=("$!")
+  until grep -q listening "$out/$name-naive.log" && curl -s -o /dev/null "http://$proxy/mcp" && grep -q listening "$out/$name-floorproxy.log"; do sleep 0.1; done
+  echo "uptime before the proxy runs: $(uptime)" | tee -a "$out/$name.md"
+  "$load" -mcp-url "http://$proxy/mcp" -mcp-direct-url "http://$naive/mcp" -mcp-floor-url "http://$floor/mcp" \
+    -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee -a "$out/$name.md"
+}
+
 # --- The embedded ledger at the disk's limit ------------------------------
 # ONLY=ledger scripts/bench.sh runs this section alone (about 15 minutes at
 # the default LEDGER_STATES=0,1000000,10000000). In the data directory's file
@@ -75,8 +98,7 @@ metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 # gRPC, and sealer-proxy (latest-only flows, its default) beside a plain
 # httputil.ReverseProxy in front of the same MCP server.
 if [ "${SKIP:-}" != ledger ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = ledger ]; }; then
-go build -o "$out/bin/" ./cmd/sealer-scale ./cmd/sealer-proxy ./cmd/sealer-floorproxy
-(cd examples && go build -o "$out/bin/" ./naiveserver)
+go build -o "$out/bin/" ./cmd/sealer-scale
 step "ledger: the embedded ledger and bbolt beside the durable-append floor, live states ${LEDGER_STATES:-0,1000000,10000000}"
 echo "uptime at the start: $(uptime)" | tee "$out/ledger.md"
 "$out/bin/sealer-scale" ledger -dir "$out" -states "${LEDGER_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -rounds 3 -d 2s |
@@ -88,18 +110,7 @@ start_sealer onetimeembedded
   tee -a "$out/ledger.md"
 
 step "ledger: sealer-proxy (latest-only flows) beside a plain reverse proxy, the same MCP server behind both"
-LNAIVE_ADDR=127.0.0.1:$(free_port) LPROXY_ADDR=127.0.0.1:$(free_port) LFLOOR_ADDR=127.0.0.1:$(free_port)
-"$out/bin/naiveserver" -addr "$LNAIVE_ADDR" 2>"$out/ledger-naive.log" &
-pids+=("$!")
-"$out/bin/sealer-proxy" --addr "$LPROXY_ADDR" --admin-addr "" --upstream "http://$LNAIVE_ADDR/mcp" --sealer "$onetimeembedded_GRPC" \
-  --principal anonymous --log-level warn 2>"$out/ledger-proxy.log" &
-pids+=("$!")
-"$out/bin/sealer-floorproxy" -addr "$LFLOOR_ADDR" -upstream "http://$LNAIVE_ADDR" 2>"$out/ledger-floorproxy.log" &
-pids+=("$!")
-until grep -q listening "$out/ledger-naive.log" && curl -s -o /dev/null "http://$LPROXY_ADDR/mcp" && grep -q listening "$out/ledger-floorproxy.log"; do sleep 0.1; done
-echo "uptime before the proxy runs: $(uptime)" | tee -a "$out/ledger.md"
-"$load" -mcp-url "http://$LPROXY_ADDR/mcp" -mcp-direct-url "http://$LNAIVE_ADDR/mcp" -mcp-floor-url "http://$LFLOOR_ADDR/mcp" \
-  -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee -a "$out/ledger.md"
+proxy_beside_floor ledger "$onetimeembedded_GRPC"
 fi
 [ "${ONLY:-}" = ledger ] && { echo "results in $out"; exit 0; }
 
@@ -338,22 +349,7 @@ fi
 # to the naive MCP server directly: what the sidecar adds (one Seal and one
 # Open, two more HTTP hops). Alone: SKIP=side-by-side ONLY=proxy scripts/bench.sh
 step "sealer-proxy: MCP round trips through the proxy beside the same direct to the MCP server"
-go build -o "$out/bin/" ./cmd/sealer-proxy
-(cd examples && go build -o "$out/bin/" ./naiveserver)
-NAIVE_ADDR=127.0.0.1:$(free_port) PROXY_ADDR=127.0.0.1:$(free_port)
-"$out/bin/naiveserver" -addr "$NAIVE_ADDR" 2>"$out/naive.log" &
-pids+=("$!")
-"$out/bin/sealer-proxy" --addr "$PROXY_ADDR" --admin-addr "" --upstream "http://$NAIVE_ADDR/mcp" --sealer "$plain_GRPC" \
-  --principal anonymous --log-level warn 2>"$out/proxy.log" &
-pids+=("$!")
-# The floor of a proxy: httputil.ReverseProxy in front of the same server.
-FLOORPROXY_ADDR=127.0.0.1:$(free_port)
-go build -o "$out/bin/" ./cmd/sealer-floorproxy
-"$out/bin/sealer-floorproxy" -addr "$FLOORPROXY_ADDR" -upstream "http://$NAIVE_ADDR" 2>"$out/floorproxy.log" &
-pids+=("$!")
-until grep -q listening "$out/naive.log" && curl -s -o /dev/null "http://$PROXY_ADDR/mcp" && grep -q listening "$out/floorproxy.log"; do sleep 0.1; done
-"$load" -mcp-url "http://$PROXY_ADDR/mcp" -mcp-direct-url "http://$NAIVE_ADDR/mcp" -mcp-floor-url "http://$FLOORPROXY_ADDR/mcp" \
-  -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee "$out/proxy.md"
+proxy_beside_floor proxy "$plain_GRPC"
 [ "${ONLY:-}" = proxy ] && { echo "results in $out"; exit 0; }
 
 step "the same over TLS with a bearer token"
