@@ -36,10 +36,7 @@ var kinds = []entries{{idsBucket, expiryBucket}, {flowsBucket, flowExpiryBucket}
 // sweepPause is the pause between two of them, which keeps a long sweep
 // from filling every transaction. Each goes through the committer like a
 // consume, so consumes never wait for more than one small sweep write,
-// whose transaction and fsync they share. During a sweep of a million
-// entries in a ledger of ten million, consumes' p99 was 1.3 times their
-// idle p99 at 250 a write, 2.2 times at 1,000, and 21 times at 10,000 in
-// transactions of their own without a pause (BENCHMARKS.md, "Scale").
+// whose transaction and fsync they share.
 const (
 	sweepBatch = 250
 	sweepPause = 2 * time.Millisecond
@@ -57,8 +54,8 @@ const (
 // writes waiting, or after a failure), and under load many writes share
 // one fsync. A caller that stops waiting (its context done) gets
 // ErrUnavailable, though its write may still commit: a consume then fails
-// closed. (bbolt's Batch, used before, started a group on a 2 ms timer,
-// which every consume waited for however idle the ledger was.)
+// closed. (bbolt's Batch starts a group on a timer, which every consume
+// would wait for however idle the ledger was.)
 type Ledger struct {
 	db      *bbolt.DB
 	writes  chan write
