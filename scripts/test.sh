@@ -239,8 +239,8 @@ e2e_lane() {
   local lane=$1; shift
   (cd e2e && export SEALER_TEST_LANE=$lane && "$@" ./...) | awk '
     /^=== (RUN|PAUSE|CONT)/ { next }
-    held != "" { if ($0 !~ /: runs in the [a-z]+ lane$/) print held ORS $0; held = ""; next }
-    /^ *--- SKIP: / { held = $0; next }
+    held != "" { if ($0 ~ /^ *--- SKIP: /) { held = ""; next } print held; held = "" }
+    /^ +[^ ]+_test\.go:[0-9]+: runs in the [a-z0-9]+ lane$/ { held = $0; next }
     { print }
     END { if (held != "") print held }'
 }
