@@ -66,7 +66,9 @@ lint_and_vet() {
   fi
   for m in "${modules[@]}"; do (cd "$m" && go_release vet ./...); done
 
-  step "dependencies point down: sealer links only the standard library and x/crypto; client no Vault, Redis, ledger store or MCP SDK"
+  # sealer links only the standard library and x/crypto; client no Vault,
+  # Redis, ledger store or MCP SDK.
+  step "dependencies point down"
   if go list -deps ./sealer | grep '^[^/]*\.' | grep -vE '^(golang.org/x/(crypto|sys/cpu)|github.com/mcp-sealer/sealer/)'; then
     echo "./sealer depends on the packages above; the format needs only the standard library and x/crypto" >&2
     exit 1
@@ -90,7 +92,9 @@ buf_lint() {
 promqlcheck_tests() { (cd tools && go vet ./promtool/... && go test -count=1 ./promtool/...); }
 
 unit_tests() {
-  step "go test: the unit tests, fuzz seed corpora and examples of the service and the Go SDK adapter, but those that run a Vault or a Redis"
+  # The unit tests, fuzz seed corpora and examples of the service and the Go
+  # SDK adapter, but those that run a Vault or a Redis.
+  step "go test: unit tests"
   go test -race -count=1 $(root_packages_needing no)
   (cd client/gosdk && go test -race -count=1 ./...)
 }
@@ -144,7 +148,9 @@ if [ "$tier" = quick ]; then
   lint_and_vet
   buf_lint
   unit_tests
-  step "Python package (clients/python): gen/ check, ruff, mypy --strict, unit tests (the digest against the vectors and against Go's, 10,000 generated params)"
+  # gen/ check, ruff, mypy --strict, unit tests (the digest against the
+  # vectors and against Go's, 10,000 generated params).
+  step "Python package: checks and unit tests"
   ensure_python
   python_checks --ignore=tests/integration
   step "promqlcheck's own tests (tools/promtool/promqlcheck)"
@@ -206,12 +212,14 @@ if git rev-parse --git-dir >/dev/null 2>&1 && [ -n "$(git status --porcelain -- 
   exit 1
 fi
 
-step "buf breaking: the API is compatible with the last release (proto/releases)"
+# The API is compatible with the last release (proto/releases).
+step "buf breaking"
 last_release=$(ls proto/releases/*.binpb | sort -V | tail -1)
 scripts/buf breaking --against "$last_release"
 echo "proto/sealer/v1 is compatible with $(basename "$last_release" .binpb)"
 
-step "release artifacts: the binary's version and its SBOM (CycloneDX)"
+# The binary's version and its SBOM (CycloneDX).
+step "release artifacts"
 artifacts=$(mktemp -d)
 buildvcs=false
 git rev-parse --git-dir >/dev/null 2>&1 && buildvcs=true
@@ -266,7 +274,8 @@ start_build conformance after npm after python conformance
 start_build deploy after conformance after helm deploy_tests
 start_build e2e after deploy after vault after python e2e_tests
 
-step "TypeScript client: unit tests (node --test; the digest against sealer/testdata/vectors.json)"
+# node --test; the digest against sealer/testdata/vectors.json.
+step "TypeScript client: unit tests"
 "$SEALER_TEST_NODE_BIN/node" --version
 (cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
 
