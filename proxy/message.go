@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/mcpdigest"
@@ -24,40 +25,98 @@ var (
 	errDuplicate = errors.New("a member is named twice")
 )
 
-// parseObject parses data as one JSON object and nothing after it.
+// parseObject parses data as one JSON object and nothing after it. The
+// values are copies of their bytes as received, the names as encoding/json
+// decodes them (invalid UTF-8 replaced). json.Valid checks the whole text
+// first, so the walk below only splits a valid object into its members.
 func parseObject(data []byte) (*object, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	if !json.Valid(data) {
+		return nil, errNotObject
+	}
+	d := bytes.Clone(bytes.TrimRight(data, " \t\r\n"))
+	i := skipSpace(d, 0)
+	if d[i] != '{' {
 		return nil, errNotObject
 	}
 	o := &object{}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
+	for i = skipSpace(d, i+1); d[i] != '}'; {
+		end := stringEnd(d, i)
+		name, err := memberName(d[i:end])
 		if err != nil {
 			return nil, errNotObject
 		}
-		name, ok := t.(string)
-		if !ok {
-			return nil, errNotObject
-		}
-		if seen[name] {
+		if slices.Contains(o.names, name) {
 			return nil, errDuplicate
 		}
-		seen[name] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, errNotObject
+		i = skipSpace(d, skipSpace(d, end)+1) // past the colon
+		v := valueEnd(d, i)
+		o.names, o.values = append(o.names, name), append(o.values, json.RawMessage(d[i:v]))
+		if i = skipSpace(d, v); d[i] == ',' {
+			i = skipSpace(d, i+1)
 		}
-		o.names, o.values = append(o.names, name), append(o.values, v)
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errNotObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errNotObject
 	}
 	return o, nil
+}
+
+// memberName decodes a name as encoding/json does, at once when it holds
+// only ASCII and no escape.
+func memberName(quoted []byte) (string, error) {
+	inner := quoted[1 : len(quoted)-1]
+	for _, c := range inner {
+		if c == '\\' || c >= utf8.RuneSelf {
+			var name string
+			err := json.Unmarshal(quoted, &name)
+			return name, err
+		}
+	}
+	return string(inner), nil
+}
+
+// skipSpace returns the index of the first byte of d from i on that is not
+// JSON white space.
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string of valid JSON d that starts
+// at i.
+func stringEnd(d []byte, i int) int {
+	for i++; d[i] != '"'; i++ {
+		if d[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// valueEnd returns the index after the value of valid JSON d that starts at
+// i.
+func valueEnd(d []byte, i int) int {
+	switch d[i] {
+	case '"':
+		return stringEnd(d, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch d[i] {
+			case '"':
+				i = stringEnd(d, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(d) && strings.IndexByte(",}] \t\r\n", d[i]) < 0 {
+		i++
+	}
+	return i
 }
 
 // get returns the value of the member name, exactly so named.

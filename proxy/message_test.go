@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -195,6 +196,99 @@ func TestParseCall_R9_RespondedKeys(t *testing.T) {
 			got := c.binding.Responded
 			if (got == nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
 				t.Errorf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// parseObjectDecoder is parseObject as it was, on encoding/json's
+// tokenizer: the oracle FuzzParseObject holds the walk to.
+func parseObjectDecoder(data []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errNotObject
+	}
+	o := &object{}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, errNotObject
+		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, errNotObject
+		}
+		if seen[name] {
+			return nil, errDuplicate
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotObject
+		}
+		o.names, o.values = append(o.names, name), append(o.values, v)
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, errNotObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotObject
+	}
+	return o, nil
+}
+
+// The walk on json.Valid splits every input as the tokenizer did: the same
+// names, the same values byte for byte; a refusal where it refused (a
+// duplicate in an invalid text may be refused as invalid instead, which
+// every caller treats alike).
+func FuzzParseObject(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":1,"a":2}`, `{"a" : [1,{"b":"}"}] , "c":"\"x\\"}`,
+		`{"\u0061":1,"a":2}`, "{\"\xff\":1}", `{"a":1}x`, `[1]`, `"s"`, `{"a":}`, `{"a":1,}`,
+		`{"n":-1.5e3,"t":true,"f":false,"z":null,"s":"\ud800"}`, "{\"a\":1}\n", `{"a":{"a":{"a":[]}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gerr := parseObject(data)
+		want, werr := parseObjectDecoder(data)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%q: got %v, want %v", data, gerr, werr)
+		}
+		if gerr != nil {
+			if gerr != werr && !(gerr == errNotObject && werr == errDuplicate) {
+				t.Fatalf("%q: got %v, want %v", data, gerr, werr)
+			}
+			return
+		}
+		if !slices.Equal(got.names, want.names) || len(got.values) != len(want.values) {
+			t.Fatalf("%q: names %q, want %q", data, got.names, want.names)
+		}
+		for i := range got.values {
+			if !bytes.Equal(got.values[i], want.values[i]) {
+				t.Fatalf("%q: value %d %q, want %q", data, i, got.values[i], want.values[i])
+			}
+		}
+	})
+}
+
+// BenchmarkParseObject parses a tools/call retry as the proxy receives it,
+// by the walk and by the tokenizer it replaced.
+func BenchmarkParseObject(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_weather","arguments":{"city":"Paris","units":"metric"},` +
+		`"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":"` + strings.Repeat("A", 600) + `",` +
+		`"_meta":{"progressToken":"p-1"}}}`)
+	for _, bc := range []struct {
+		name  string
+		parse func([]byte) (*object, error)
+	}{{"walk", parseObject}, {"tokenizer", parseObjectDecoder}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.parse(msg); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
