@@ -82,17 +82,14 @@ func sealCrashWork(t *testing.T, g sealerv1.SealerClient, n, f int) *crashWork {
 	return w
 }
 
-func openCrashState(ctx context.Context, g sealerv1.SealerClient, state string) (string, error) {
-	_, err := g.Open(ctx, &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: crashDigest,
+func openCrashState(t *testing.T, g sealerv1.SealerClient, state string) (string, error) {
+	_, err := g.Open(context.Background(), &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: crashDigest,
 		Responded: &sealerv1.InputKeys{Keys: []string{"answer"}}})
 	if err == nil {
 		return "OK", nil
 	}
-	st := status.Convert(err)
-	for _, d := range st.Details() {
-		if info, ok := d.(interface{ GetReason() string }); ok {
-			return info.GetReason(), nil
-		}
+	if r := reasonOf(t, status.Convert(err)); !strings.HasPrefix(r, "NO_ERROR_INFO:") {
+		return r, nil
 	}
 	return "", err // no answer: the sealer is gone
 }
@@ -100,7 +97,7 @@ func openCrashState(ctx context.Context, g sealerv1.SealerClient, state string) 
 // storm opens the work's states from c callers, each one-time state once
 // and each flow's rounds in order, calling kill once killAt Opens are
 // answered (0: never); it returns when every caller has stopped.
-func (w *crashWork) storm(g sealerv1.SealerClient, c int, killAt int, kill func()) {
+func (w *crashWork) storm(t *testing.T, g sealerv1.SealerClient, c int, killAt int, kill func()) {
 	type task struct{ oneTime, flow int }
 	tasks := make(chan task, len(w.oneTime)+len(w.flows))
 	for i := range max(len(w.oneTime), len(w.flows)) {
@@ -116,11 +113,10 @@ func (w *crashWork) storm(g sealerv1.SealerClient, c int, killAt int, kill func(
 	var wg sync.WaitGroup
 	for range c {
 		wg.Go(func() {
-			ctx := context.Background()
 			for tk := range tasks {
 				if tk.oneTime >= 0 {
 					state := w.oneTime[tk.oneTime]
-					r, err := openCrashState(ctx, g, state)
+					r, err := openCrashState(t, g, state)
 					if err != nil {
 						return
 					}
@@ -128,7 +124,7 @@ func (w *crashWork) storm(g sealerv1.SealerClient, c int, killAt int, kill func(
 					continue
 				}
 				for round, state := range w.flows[tk.flow] {
-					r, err := openCrashState(ctx, g, state)
+					r, err := openCrashState(t, g, state)
 					if err != nil {
 						return
 					}
@@ -158,10 +154,9 @@ func (w *crashWork) record(reason string, ok func()) {
 // many it checked.
 func (w *crashWork) check(t *testing.T, g sealerv1.SealerClient) int {
 	t.Helper()
-	ctx := context.Background()
 	checked, reopened := 0, 0
 	expect := func(what, state string) {
-		r, err := openCrashState(ctx, g, state)
+		r, err := openCrashState(t, g, state)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -195,7 +190,7 @@ func killAndRestart(t *testing.T, dir string, damage func(t *testing.T)) {
 	const oneTime, flows = 1500, 150
 	w := sealCrashWork(t, g, oneTime, flows)
 	killAt := 100 + mrand.IntN(oneTime+3*flows-200)
-	w.storm(g, 16, killAt, p.kill)
+	w.storm(t, g, 16, killAt, p.kill)
 	p.kill()
 	if damage != nil {
 		damage(t)
@@ -255,7 +250,7 @@ func tearLog(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	end, typ := logEnd(t, f, num)
+	end, typ, _ := readLog(t, f, num)
 	if typ == 0 {
 		t.Fatalf("%s holds no record", path)
 	}
@@ -277,27 +272,23 @@ func tearLog(t *testing.T, dir string) {
 	if err := f.Truncate(end + int64(len(torn))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := logEnd(t, f, num); got != end {
+	got, _, err := readLog(t, f, num)
+	if got != end {
 		t.Fatalf("the torn record moved the log's end from %d to %d", end, got)
 	}
-	if err := readAll(f, num); errors.Is(err, io.EOF) || err == nil {
+	if errors.Is(err, io.EOF) || err == nil {
 		t.Fatalf("the log reads to a clean end after the torn record (%v)", err)
 	}
 }
 
-// logEnd returns the offset after the last whole record of the log f
-// numbered num, and the type byte of its first chunk.
-func logEnd(t *testing.T, f *os.File, num uint64) (int64, byte) {
+// readLog reads the log f numbered num from its start and returns the
+// offset after its last whole record, the type byte of its first chunk (0:
+// none), and the error that ended the reading.
+func readLog(t *testing.T, f *os.File, num uint64) (int64, byte, error) {
 	t.Helper()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
 	var first [7]byte
-	if _, err := io.ReadFull(f, first[:]); err != nil {
-		return 0, 0
+	if _, err := f.ReadAt(first[:], 0); err != nil {
+		return 0, 0, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
@@ -310,25 +301,9 @@ func logEnd(t *testing.T, f *os.File, num uint64) (int64, byte) {
 			_, err = io.Copy(io.Discard, rec)
 		}
 		if err != nil {
-			return end, first[6]
+			return end, first[6], err
 		}
 		end = r.Offset()
-	}
-}
-
-func readAll(f *os.File, num uint64) error {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	r := logReader(f, num)
-	for {
-		rec, err := r.Next()
-		if err == nil {
-			_, err = io.Copy(io.Discard, rec)
-		}
-		if err != nil {
-			return err
-		}
 	}
 }
 
@@ -343,7 +318,7 @@ func TestLedger_R6_DiskFullRefusesAndLosesNoAnsweredOpen(t *testing.T) {
 	g := sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))
 	w := sealCrashWork(t, g, 3000, 10)
 	filler := testenv.Fill(t, mnt)
-	w.storm(g, 16, 0, nil)
+	w.storm(t, g, 16, 0, nil)
 	if w.refusals["LEDGER_UNAVAILABLE"] == 0 {
 		t.Fatalf("on a full disk: %d Opens answered OK and no LEDGER_UNAVAILABLE (refusals %v)", len(w.opened), w.refusals)
 	}
@@ -360,7 +335,7 @@ func TestLedger_R6_DiskFullRefusesAndLosesNoAnsweredOpen(t *testing.T) {
 	var r string
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		var err error
-		if r, err = openCrashState(context.Background(), g, fresh.oneTime[0]); err != nil {
+		if r, err = openCrashState(t, g, fresh.oneTime[0]); err != nil {
 			t.Fatal(err)
 		}
 		if r == "OK" {
@@ -387,7 +362,7 @@ func TestLedger_R6_UpgradeFromBoltKeepsEveryEntry(t *testing.T) {
 	p := startPrevious(t, dir)
 	g := sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))
 	w := sealCrashWork(t, g, 200, 20)
-	w.storm(g, 16, 0, nil)
+	w.storm(t, g, 16, 0, nil)
 	if len(w.opened) != 200 || len(w.latest) != 20 {
 		t.Fatalf("the previous release answered %d of 200 one-time Opens and %d of 20 flows", len(w.opened), len(w.latest))
 	}

@@ -221,11 +221,22 @@ func appendFloor(f *os.File, c int, d time.Duration) ([]time.Duration, int) {
 
 // load calls consume with fresh random ids from c goroutines for d.
 func load(consume func(context.Context, string, sealer.StateID, time.Time) error, c int, d time.Duration) ([]time.Duration, int) {
-	return loadFunc(func() error {
+	return loadFunc(fresh(consume), c, d)
+}
+
+// loadWhile calls consume with fresh random ids from c goroutines until
+// done is closed.
+func loadWhile(consume func(context.Context, string, sealer.StateID, time.Time) error, c int, done <-chan struct{}) ([]time.Duration, int) {
+	return loadUntil(fresh(consume), c, done)
+}
+
+// fresh is a call of consume on a fresh random id, live for an hour.
+func fresh(consume func(context.Context, string, sealer.StateID, time.Time) error) func() error {
+	return func() error {
 		var id sealer.StateID
 		rand.Read(id[:])
 		return consume(context.Background(), scaleTenant, id, time.Now().Add(time.Hour))
-	}, c, d)
+	}
 }
 
 // advanceAsConsume advances fresh flows to round 1: a new entry, as a
@@ -239,16 +250,31 @@ func advanceAsConsume(l ledger.Ledger) func(context.Context, string, sealer.Stat
 // loadFunc calls op from c goroutines for d and returns the latencies of
 // the calls that succeeded, sorted, and the count of those that failed.
 func loadFunc(op func() error, c int, d time.Duration) ([]time.Duration, int) {
+	done := make(chan struct{})
+	t := time.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	return loadUntil(op, c, done)
+}
+
+// loadUntil is loadFunc until done is closed.
+func loadUntil(op func() error, c int, done <-chan struct{}) ([]time.Duration, int) {
 	var mu sync.Mutex
 	var all []time.Duration
 	failed := 0
-	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for range c {
 		wg.Go(func() {
 			var lat []time.Duration
 			bad := 0
-			for time.Now().Before(end) {
+			for {
+				select {
+				case <-done:
+					mu.Lock()
+					all, failed = append(all, lat...), failed+bad
+					mu.Unlock()
+					return
+				default:
+				}
 				start := time.Now()
 				if err := op(); err != nil {
 					bad++
@@ -256,13 +282,20 @@ func loadFunc(op func() error, c int, d time.Duration) ([]time.Duration, int) {
 				}
 				lat = append(lat, time.Since(start))
 			}
-			mu.Lock()
-			all, failed = append(all, lat...), failed+bad
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	return sorted(all), failed
+}
+
+// printBeside prints consume latencies before some work (idle) and during
+// it, and how their p99s compare.
+func printBeside(before, while string, idle, during []time.Duration, failed int) {
+	fmt.Println("| consumes | p50 | p99 | errors |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| %s | %s | %s | 0 |\n", before, micro(quantile(idle, 0.5)), micro(quantile(idle, 0.99)))
+	fmt.Printf("| %s | %s | %s | %d |\n", while, micro(quantile(during, 0.5)), micro(quantile(during, 0.99)), failed)
+	fmt.Printf("\nThe p99 %s is %.2fx the p99 %s.\n", while, float64(quantile(during, 0.99))/float64(max(1, quantile(idle, 0.99))), before)
 }
 
 // sweepUnderLoad adds expiring states that expire at once, then measures
@@ -284,16 +317,12 @@ func sweepUnderLoad(l *embedded.Ledger, expiring, c int, d time.Duration) error 
 		swept, sweepErr = l.Sweep(time.Now())
 		took = time.Since(start)
 	}()
-	during, failed := consumeWhile(l, c, done)
+	during, failed := loadWhile(l.Consume, c, done)
 	if sweepErr != nil {
 		return sweepErr
 	}
 	fmt.Printf("\nSweep of %d expired states: %v.\n\n", swept, took.Round(time.Millisecond))
-	fmt.Println("| consumes (16 callers) | p50 | p99 | errors |")
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| idle (no sweep) | %s | %s | 0 |\n", micro(quantile(idle, 0.5)), micro(quantile(idle, 0.99)))
-	fmt.Printf("| during the sweep | %s | %s | %d |\n", micro(quantile(during, 0.5)), micro(quantile(during, 0.99)), failed)
-	fmt.Printf("\nDuring the sweep p99 is %.2fx the idle p99.\n", float64(quantile(during, 0.99))/float64(max(1, quantile(idle, 0.99))))
+	printBeside("idle (no sweep)", "during the sweep", idle, during, failed)
 	return nil
 }
 

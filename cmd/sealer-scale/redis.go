@@ -99,13 +99,9 @@ func redisScale(addr string, levels []int, expiring, c int, d time.Duration) err
 		}
 		expiredIn = time.Since(start)
 	}()
-	during, failed := consumeWhile(l, c, done)
+	during, failed := loadWhile(l.Consume, c, done)
 	fmt.Printf("\nExpiry of %d states at one instant in a Redis of %d live ones: all expired (INFO expired_keys) in %v.\n\n", expiring, loaded, expiredIn.Round(time.Millisecond))
-	fmt.Println("| consumes | p50 | p99 | errors |")
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| before the expiry | %s | %s | 0 |\n", micro(quantile(idle, 0.5)), micro(quantile(idle, 0.99)))
-	fmt.Printf("| while Redis expires them | %s | %s | %d |\n", micro(quantile(during, 0.5)), micro(quantile(during, 0.99)), failed)
-	fmt.Printf("\nDuring the expiry p99 is %.1fx the p99 before.\n", float64(quantile(during, 0.99))/float64(max(1, quantile(idle, 0.99))))
+	printBeside("before the expiry", "while Redis expires them", idle, during, failed)
 	return nil
 }
 

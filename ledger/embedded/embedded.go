@@ -169,15 +169,7 @@ func (l *Ledger) Close() error {
 // replays no log), a Fatalf of Pebble's (it may end a close after a failed
 // commit) returned as an error.
 func closeSafely(db *pebble.DB, flush bool) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(fatal)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
+	defer recoverFatal(func(f fatal) { err = f })
 	if flush {
 		if err := db.Flush(); err != nil {
 			return errors.Join(err, db.Close())
@@ -290,16 +282,10 @@ func (l *Ledger) get(k []byte) ([]byte, error) {
 // logger's Fatalf, which panics here with fatal: the ledger is then broken
 // and the write refused, never answered as a win.
 func (l *Ledger) commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(fatal)
-			if !ok {
-				panic(r)
-			}
-			l.fail(f)
-			err = fmt.Errorf("%w: %v", ledger.ErrUnavailable, f)
-		}
-	}()
+	defer recoverFatal(func(f fatal) {
+		l.fail(f)
+		err = fmt.Errorf("%w: %v", ledger.ErrUnavailable, f)
+	})
 	if err := b.Commit(opts); err != nil {
 		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
@@ -449,6 +435,18 @@ func entryKey(kind byte, id []byte, tenant string) []byte {
 type fatal string
 
 func (f fatal) Error() string { return "ledger: " + string(f) }
+
+// recoverFatal, deferred, hands a fatal panic to handle; any other panic
+// goes on.
+func recoverFatal(handle func(fatal)) {
+	if r := recover(); r != nil {
+		f, ok := r.(fatal)
+		if !ok {
+			panic(r)
+		}
+		handle(f)
+	}
+}
 
 // pebbleLogger sends Pebble's messages to the service's log. Fatalf panics
 // rather than exits: a failed commit is recovered by commit, and a failure
