@@ -1,0 +1,252 @@
+package nemesis
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+)
+
+// Outcome names what a call returned, for Op.Outcome: OK, the reason of
+// the error's ErrorInfo, INDETERMINATE:<code> for a transport failure
+// (the call may or may not have reached the sealer), or UNTYPED:<code>.
+func Outcome(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return "INDETERMINATE:" + st.Code().String()
+	}
+	return "UNTYPED:" + st.Code().String()
+}
+
+// typed reports whether reason is a value of sealer.v1.Reason (the wire
+// drops the REASON_ prefix; UNSPECIFIED is never sent).
+func typed(reason string) bool { return sealerv1.Reason_value["REASON_"+reason] > 0 }
+
+// unexpected are typed refusals an honest client of a healthy or faulty
+// fleet never gets: its states are authentic, bound right and sealed
+// within the limits, so each is a bug.
+var unexpected = []string{"INVALID_STATE", "PRINCIPAL_MISMATCH", "REQUEST_MISMATCH", "INVALID_ARGUMENT",
+	"INTERNAL", "UNAUTHENTICATED", "INPUT_MISMATCH"}
+
+// Violation is one breach of the rules the checker holds a history to.
+type Violation struct {
+	Rule string // "one-time opened twice", "round opened twice", "round opened after a later one", "refusal"
+	What string
+	Ops  []Op
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", v.Rule, v.What)
+	for _, op := range v.Ops {
+		fmt.Fprintf(&b, "\n\t%s replica %d client %d %s..%s %s", op.Kind, op.Replica, op.Client,
+			op.Invoked.Format("15:04:05.000"), op.Done.Format("15:04:05.000"), op.Outcome)
+	}
+	return b.String()
+}
+
+// KindStats is availability under one kind of fault.
+type KindStats struct {
+	Faults    int
+	Ops, OK   int           // seals and first opens invoked while a fault of the kind was active
+	MaxWhole  time.Duration // the longest time from a heal until every replica opened OK again
+	NeverWhole int          // faults after which some replica never opened OK again
+}
+
+// Result is what the checker found in a history.
+type Result struct {
+	Ops           int
+	Outcomes      map[string]int // outcome -> operations
+	Kinds         map[string]int // op kind -> operations
+	Indeterminate int
+	OneTimeDouble int // one-time states opened OK more than once
+	RoundDouble   int // flow rounds opened OK more than once
+	StaleRounds   int // rounds opened OK after a later round's OK open completed
+	BadRefusals   int
+	Violations    []Violation
+	ByFault       map[string]*KindStats // fault kind ("" for the quiet times) -> stats
+	Wholes        []time.Duration       // per fault, time to whole (-1: never)
+}
+
+// Check judges a history: no one-time state opened OK twice; per flow, no
+// round opened OK twice and none opened OK by a call invoked after an OK
+// open of a later round completed (latest-only); every refusal typed and
+// expected. It measures availability per kind of fault and, after each
+// heal, how long until every replica answered an OK open again.
+func Check(h *History) *Result {
+	ops := h.Ops()
+	r := &Result{Ops: len(ops), Outcomes: map[string]int{}, Kinds: map[string]int{}, ByFault: map[string]*KindStats{}}
+	onceOK := map[string][]Op{}
+	type flowRound struct {
+		flow  string
+		round int
+	}
+	roundOK := map[flowRound][]Op{}
+	flowOK := map[string][]Op{}
+	for _, op := range ops {
+		r.Outcomes[op.Outcome]++
+		r.Kinds[op.Kind]++
+		switch {
+		case op.Outcome == "OK":
+			switch op.Kind {
+			case KindOpen, KindReplay:
+				onceOK[op.State] = append(onceOK[op.State], op)
+			case KindFlowOpen, KindFlowReplay:
+				roundOK[flowRound{op.Flow, op.Round}] = append(roundOK[flowRound{op.Flow, op.Round}], op)
+				flowOK[op.Flow] = append(flowOK[op.Flow], op)
+			}
+		case strings.HasPrefix(op.Outcome, "INDETERMINATE:"):
+			r.Indeterminate++
+		case !typed(op.Outcome) || slices.Contains(unexpected, op.Outcome):
+			r.BadRefusals++
+			r.Violations = append(r.Violations, Violation{"refusal", fmt.Sprintf("%s is not a typed, expected reason", op.Outcome), []Op{op}})
+		}
+	}
+	for _, state := range sortedKeys(onceOK) {
+		if oks := onceOK[state]; len(oks) > 1 {
+			r.OneTimeDouble++
+			r.Violations = append(r.Violations, Violation{"one-time opened twice", fmt.Sprintf("state %s opened OK %d times", state, len(oks)), oks})
+		}
+	}
+	for fr, oks := range roundOK {
+		if len(oks) > 1 {
+			r.RoundDouble++
+			r.Violations = append(r.Violations, Violation{"round opened twice", fmt.Sprintf("flow %s round %d opened OK %d times", fr.flow, fr.round, len(oks)), oks})
+		}
+	}
+	for flow, oks := range flowOK {
+		for _, late := range oks {
+			for _, later := range oks {
+				if later.Round > late.Round && later.Done.Before(late.Invoked) {
+					r.StaleRounds++
+					r.Violations = append(r.Violations, Violation{"round opened after a later one",
+						fmt.Sprintf("flow %s round %d opened after round %d had", flow, late.Round, later.Round), []Op{later, late}})
+					break
+				}
+			}
+		}
+	}
+	r.availability(ops, h.Faults(), h.Run.Replicas)
+	return r
+}
+
+// counts reports whether an operation is one a healthy fleet answers OK.
+func counts(op Op) bool {
+	return op.Kind == KindSeal || op.Kind == KindOpen || op.Kind == KindFlowSeal || op.Kind == KindFlowOpen
+}
+
+func (r *Result) availability(ops []Op, faults []Fault, replicas int) {
+	stats := func(kind string) *KindStats {
+		if r.ByFault[kind] == nil {
+			r.ByFault[kind] = &KindStats{}
+		}
+		return r.ByFault[kind]
+	}
+	for _, op := range ops {
+		if !counts(op) {
+			continue
+		}
+		kind := ""
+		for _, f := range faults {
+			if !op.Invoked.Before(f.Start) && op.Invoked.Before(f.Heal) {
+				kind = f.Kind
+				break
+			}
+		}
+		s := stats(kind)
+		s.Ops++
+		if op.Outcome == "OK" {
+			s.OK++
+		}
+	}
+	for _, f := range faults {
+		s := stats(f.Kind)
+		s.Faults++
+		whole := wholeAfter(ops, f.Heal, replicas)
+		r.Wholes = append(r.Wholes, whole)
+		if whole < 0 {
+			s.NeverWhole++
+		} else {
+			s.MaxWhole = max(s.MaxWhole, whole)
+		}
+	}
+}
+
+// wholeAfter is how long after heal every replica had completed an OK open
+// invoked after heal, or -1 if some replica never did.
+func wholeAfter(ops []Op, heal time.Time, replicas int) time.Duration {
+	var whole time.Duration
+	for replica := range replicas {
+		first := time.Duration(-1)
+		for _, op := range ops {
+			if op.Replica == replica && op.Outcome == "OK" && (op.Kind == KindOpen || op.Kind == KindFlowOpen) && !op.Invoked.Before(heal) {
+				if d := op.Done.Sub(heal); first < 0 || d < first {
+					first = d
+				}
+			}
+		}
+		if first < 0 {
+			return -1
+		}
+		whole = max(whole, first)
+	}
+	return whole
+}
+
+// Print writes the summary: operations, outcomes, faults and availability
+// by kind, the violations counted.
+func (r *Result) Print(w io.Writer) {
+	fmt.Fprintf(w, "operations: %d (%s)\n", r.Ops, joinCounts(r.Kinds))
+	fmt.Fprintf(w, "outcomes: %s; indeterminate %d\n", joinCounts(r.Outcomes), r.Indeterminate)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault kind\tfaults\tops\tOK\tavailability\tmax to whole\tnot whole\t")
+	for _, kind := range sortedKeys(r.ByFault) {
+		s := r.ByFault[kind]
+		name, whole := kind, fmt.Sprintf("%.1fs", s.MaxWhole.Seconds())
+		if kind == "" {
+			name, whole = "(no fault)", "-"
+		}
+		avail := "-"
+		if s.Ops > 0 {
+			avail = fmt.Sprintf("%.1f%%", 100*float64(s.OK)/float64(s.Ops))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t\n", name, s.Faults, s.Ops, s.OK, avail, whole, s.NeverWhole)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "double opens: one-time %d, flow round %d; rounds opened after a later one %d; bad refusals %d\n",
+		r.OneTimeDouble, r.RoundDouble, r.StaleRounds, r.BadRefusals)
+}
+
+func joinCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
