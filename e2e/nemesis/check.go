@@ -64,10 +64,10 @@ func (v Violation) String() string {
 
 // KindStats is availability under one kind of fault.
 type KindStats struct {
-	Faults    int
-	Ops, OK   int           // seals and first opens invoked while a fault of the kind was active
-	MaxWhole  time.Duration // the longest time from a heal until every replica opened OK again
-	NeverWhole int          // faults after which some replica never opened OK again
+	Faults     int
+	Ops, OK    int           // seals and first opens invoked while a fault of the kind was active
+	MaxWhole   time.Duration // the longest time from a heal until every replica opened OK again
+	NeverWhole int           // faults after which some replica never opened OK again
 }
 
 // Result is what the checker found in a history.
