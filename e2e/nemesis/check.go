@@ -215,7 +215,7 @@ func wholeAfter(ops []Op, heal time.Time, replicas int) time.Duration {
 func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "operations: %d (%s)\n", r.Ops, joinCounts(r.Kinds))
 	fmt.Fprintf(w, "outcomes: %s; indeterminate %d\n", joinCounts(r.Outcomes), r.Indeterminate)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault kind\tfaults\tops\tOK\tavailability\tmax to whole\tnot whole\t")
 	for _, kind := range sortedKeys(r.ByFault) {
 		s := r.ByFault[kind]
