@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -64,7 +65,7 @@ type Ledger interface {
 // until, or ErrTooLate when until is not in the future. Backends call it
 // before they record anything.
 func Remaining(until time.Time) (time.Duration, error) {
-	d := time.Until(until)
+	d := until.Sub(wallclock.Now())
 	if d <= 0 {
 		return 0, ErrTooLate
 	}

@@ -82,10 +82,14 @@ func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
 // did not mean: a sealer others can reach is one replica of several, and
 // replicas must share their keys and their ledger.
 func (c *Config) Warnings() []string {
-	if netaddr.IsLoopback(c.GRPCAddr) && netaddr.IsLoopback(c.HTTPAddr) {
-		return nil
-	}
 	var w []string
+	if c.Ledger != "embedded" && !c.ClockCheck {
+		w = append(w, "CLOCKS UNCHECKED (--clock-check=false): a replica whose clock runs behind the others' by more than "+
+			"the ledger's margin can open a state another replica consumed")
+	}
+	if netaddr.IsLoopback(c.GRPCAddr) && netaddr.IsLoopback(c.HTTPAddr) {
+		return w
+	}
 	if c.Keys == "file" && c.KeyFile == "" {
 		w = append(w, "REPLICAS WILL NOT SHARE KEYS: this replica seals with the key file it generated in its own data directory, "+
 			"so no other replica can open its states; give every replica the same --key-file, or use Vault (--keys vault-transit)")

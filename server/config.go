@@ -22,6 +22,16 @@ const (
 	MaxRounds  = 1000
 )
 
+// MaxSkew is the largest Config.Skew. A consumed state's ledger entry
+// outlives the acceptance window of a replica with this skew (see
+// ledgerRetention), so replicas configured with different skews, or one
+// whose skew is raised later, never open a state another consumed.
+const MaxSkew = time.Minute
+
+// ClockCheckEvery is how often a replica with a Redis ledger measures its
+// clock's offset from the ledger's (Config.ClockCheck).
+const ClockCheckEvery = time.Second
+
 // Config is everything the sealer needs to run. The zero value is not valid;
 // start from Defaults.
 type Config struct {
@@ -61,8 +71,13 @@ type Config struct {
 	DefaultTTL time.Duration
 	MinTTL     time.Duration
 	MaxTTL     time.Duration
-	// Skew is the clock difference allowed past a state's expiry.
+	// Skew is the clock difference allowed past a state's expiry, at most
+	// MaxSkew.
 	Skew time.Duration
+	// ClockCheck, with a Redis ledger, makes the replica measure its clock
+	// against the ledger's and stop consuming while the offset is beyond
+	// ClockLimit (see clockCheck).
+	ClockCheck bool
 	// FlowTTL is the life of a flow, from its first round: no state of the
 	// flow opens after it (a tenant's flowTTL may lower or raise it, up to
 	// MaxFlowTTL). MaxRounds is the most rounds of one flow.
@@ -116,6 +131,7 @@ func Defaults() Config {
 		MinTTL:        time.Second,
 		MaxTTL:        time.Hour,
 		Skew:          2 * time.Second,
+		ClockCheck:    true,
 		FlowTTL:       15 * time.Minute,
 		MaxRounds:     16,
 		ShutdownDelay: 5 * time.Second,
@@ -181,8 +197,8 @@ func (c *Config) Validate() error {
 	if c.MaxRounds < 1 || c.MaxRounds > MaxRounds {
 		errs = append(errs, fmt.Errorf("max-rounds %d: want 1 to %d", c.MaxRounds, MaxRounds))
 	}
-	if c.Skew < 0 || c.Skew > time.Minute {
-		errs = append(errs, fmt.Errorf("skew %v: want 0 to 1m", c.Skew))
+	if c.Skew < 0 || c.Skew > MaxSkew {
+		errs = append(errs, fmt.Errorf("skew %v: want 0 to %v", c.Skew, MaxSkew))
 	}
 	if err := pprofserve.CheckAddr(c.PprofAddr); err != nil {
 		errs = append(errs, err)

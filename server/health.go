@@ -15,7 +15,8 @@ import (
 )
 
 // Readiness means "this replica can seal and open": keys loaded, not
-// shutting down, and, only when the operator asks for it
+// shutting down, its clock within its limit from a shared ledger's
+// (clockCheck), and, only when the operator asks for it
 // (Config.ReadyNeedsLedger), the ledger reachable. A Redis outage fails
 // one-time opens only; seals and ordinary opens still work, so by default it
 // does not take every replica out of rotation at once. Liveness means the
@@ -37,6 +38,7 @@ var (
 type readiness struct {
 	keysLoaded   func() bool
 	ping         func(context.Context) error
+	clockOff     func() bool
 	ledgerNeeded bool
 	health       *health.Server
 	log          *slog.Logger
@@ -74,6 +76,8 @@ func (r *readiness) evaluate(ctx context.Context) {
 		answer = errShuttingDown
 	case !r.keysLoaded():
 		answer = errNotLoaded
+	case r.clockOff():
+		answer = errClockOff
 	case r.ledgerNeeded && !r.ledgerUp.Load():
 		answer = errLedgerNotReady
 	}

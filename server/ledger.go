@@ -19,11 +19,13 @@ import (
 
 // openedLedger is the configured ledger with what the server needs of it
 // besides consuming: a reachability check, background work (the embedded
-// ledger's sweep), a name for logs, and closing.
+// ledger's sweep), a clock to check this replica's against (a shared
+// ledger's), a name for logs, and closing.
 type openedLedger struct {
 	ledger.Ledger
 	ping  func(context.Context) error
 	run   func(context.Context) error // nil: none
+	clock clockMeter                  // nil: no clock to measure against
 	name  string
 	close func() error
 }
@@ -56,7 +58,7 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 	if err != nil {
 		return nil, err
 	}
-	return &openedLedger{Ledger: r, ping: r.Ping, name: "redis", close: r.Close}, nil
+	return &openedLedger{Ledger: r, ping: r.Ping, clock: r, name: "redis", close: r.Close}, nil
 }
 
 // openEmbedded opens the embedded ledger in dataDir/ledger. A ledger file

@@ -22,6 +22,7 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -110,10 +111,18 @@ func (s *Server) openParts(ctx context.Context) error {
 	if s.audit.file != nil {
 		s.audit.file.register(m)
 	}
-	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: time.Now, log: s.log,
+	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: wallclock.Now, log: s.log,
 		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
 	if s.cfg.MaxInFlight > 0 {
 		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
+	}
+	if s.cfg.ClockCheck && s.ledger.clock != nil {
+		s.svc.clock = newClockCheck(s.ledger.clock, s.cfg.Skew, s.log)
+		s.svc.clock.measure(ctx)
+		m.gauge("sealer_clock_offset_seconds", "This replica's clock offset from the ledger's (the ledger's time minus ours) at the last check (every second).",
+			s.svc.clock.offset)
+		m.gauge("sealer_clock_offset_limit_seconds", "The clock offset beyond which this replica refuses one-time and latest-only opens and reports unready.",
+			func() float64 { return s.svc.clock.limit.Seconds() })
 	}
 	m.watchKeys(s.keys.Refresher)
 	var opts []grpc.ServerOption
@@ -123,7 +132,7 @@ func (s *Server) openParts(ctx context.Context) error {
 	}
 	s.grpc, s.health = s.svc.grpcServer(append(opts, s.trace.grpcOptions()...)...)
 	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
-		ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
+		clockOff: s.svc.clock.beyond, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
 	m.gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
 		func() float64 { return bit(s.ready.current() == nil) })
@@ -152,6 +161,9 @@ func (s *Server) gatherTasks() {
 	}, s.keys.tasks...)
 	if s.ledger.run != nil {
 		s.tasks = append(s.tasks, s.ledger.run)
+	}
+	if s.svc.clock != nil {
+		s.tasks = append(s.tasks, s.svc.clock.run)
 	}
 	if s.cfg.TenantsFile != "" {
 		s.tasks = append(s.tasks, func(ctx context.Context) error { return reloadOnHangup(ctx, s.cfg, s.svc.auth, s.log, s.svc.metrics) })

@@ -48,6 +48,7 @@ type service struct {
 	inFlight chan struct{} // admission slots; nil: unlimited
 	cfg      Config
 	now      func() time.Time
+	clock    *clockCheck // nil: no check
 	log      *slog.Logger
 	metrics  *metrics
 	refusals *sampledLog
@@ -223,10 +224,10 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 // consume records an opened state in the ledger: a one-time state under its
 // id (R6), a latest-round-only state under its flow, as its round (which
 // also opens each such state at most once). The entry outlives the last
-// moment any replica can accept the state (expiry + skew on that replica's
-// clock; the flow's deadline) by: another skew (the replicas' clocks may
-// differ by up to skew, the documented meaning of --skew), the ledger's
-// timeout (a consume in flight) and a second of scheduling. A consume that
+// moment any replica can accept the state (expiry + that replica's skew on
+// its clock; the flow's deadline) by: the clocks' differences the clock
+// check allows (ledgerRetention), the ledger's timeout (a consume in
+// flight) and a second of scheduling. A consume that
 // completes after the acceptance window is refused as expired (or flow
 // expired), never counted as a win. On any failure the payload is zeroed:
 // the caller gets none of it.
@@ -234,10 +235,12 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) 
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.consume")
 	defer span.End()
 	start := time.Now()
-	var err error
-	if f := o.Flow; f != nil && f.LatestOnly {
+	err := s.clock.refusal()
+	switch f := o.Flow; {
+	case err != nil:
+	case f != nil && f.LatestOnly:
 		err = s.ledger.Advance(ctx, tenant, f.ID, f.Round, f.Deadline.Add(s.ledgerRetention()))
-	} else {
+	default:
 		err = s.ledger.Consume(ctx, tenant, o.ID, o.ExpiresAt.Add(s.ledgerRetention()))
 	}
 	if err == nil {
@@ -293,9 +296,13 @@ func (s *service) withRing(ctx context.Context, t *tenant, state string, open fu
 }
 
 // ledgerRetention is how long past its expiry a consumed state's ledger
-// entry lives (see consume).
+// entry lives (see consume). It is computed from MaxSkew, not this
+// replica's skew: a replica may accept a state until its expiry plus its
+// own skew (up to MaxSkew) on its own clock, which the clock check keeps
+// within ClockLimit(MaxSkew) of the ledger's, as it keeps this replica's;
+// the entry, timed on this replica's clock, must outlast that.
 func (s *service) ledgerRetention() time.Duration {
-	return 2*s.cfg.Skew + s.cfg.LedgerTimeout + time.Second
+	return MaxSkew + 2*ClockLimit(MaxSkew) + s.cfg.LedgerTimeout + time.Second
 }
 
 func ledgerReason(err error) string {

@@ -56,7 +56,8 @@ func defineServeFlags(fs *flag.FlagSet, cfg *server.Config) (logFormat, logLevel
 	fs.IntVar(&cfg.MaxRounds, "max-rounds", cfg.MaxRounds, "most rounds of one flow")
 	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
 	fs.DurationVar(&cfg.MaxTTL, "max-ttl", cfg.MaxTTL, "longest ttl accepted; longer is refused, not clamped")
-	fs.DurationVar(&cfg.Skew, "skew", cfg.Skew, "clock skew allowed past a state's expiry")
+	fs.DurationVar(&cfg.Skew, "skew", cfg.Skew, "clock skew allowed past a state's expiry (at most 1m)")
+	fs.BoolVar(&cfg.ClockCheck, "clock-check", cfg.ClockCheck, "with a Redis ledger, refuse one-time and latest-only opens and report unready while this replica's clock is beyond max(skew/2, 100ms) from Redis's")
 	fs.BoolVar(&cfg.ReadyNeedsLedger, "ready-requires-ledger", false, "make a reachable ledger a condition of readiness (by default only keys are: without the ledger only one-time opens fail)")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", cfg.ShutdownDelay, "on SIGTERM, how long to go on serving after readiness turned false, before refusing connections")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "then, how long in-flight calls may drain")
@@ -77,7 +78,7 @@ var serveGroups = []struct {
 		"vault-auth", "vault-auth-mount", "vault-token-file", "vault-role-id-file", "vault-secret-id-file",
 		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-kv-mount", "vault-kv-path"}},
 	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "ledger-replicas", "sweep-interval"}},
-	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "flow-ttl", "max-rounds"}},
+	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "clock-check", "flow-ttl", "max-rounds"}},
 	{"Probes and shutdown", []string{"ready-requires-ledger", "shutdown-delay", "shutdown-grace"}},
 	{"Logs and debugging", []string{"log-format", "log-level", "audit-log", "pprof-addr"}},
 }

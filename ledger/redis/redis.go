@@ -19,6 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mcp-sealer/sealer/internal/secretfile"
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -431,3 +432,41 @@ func (r *Ledger) Ping(ctx context.Context) error {
 
 // Close closes the client's connections.
 func (r *Ledger) Close() error { return r.client.Close() }
+
+// ClockOffset measures this process's clock against the clock of every
+// primary (each master of a Cluster) with TIME, corrected for the round
+// trip, and returns the farthest: its offset (the primary's time minus
+// ours) and the measurement's margin of error, half the round trip.
+func (r *Ledger) ClockOffset(ctx context.Context) (offset, margin time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var mu sync.Mutex
+	far := time.Duration(-1 << 63)
+	measure := func(ctx context.Context, c *goredis.Client) error {
+		sent := wallclock.Now()
+		theirs, err := c.Time(ctx).Result()
+		if err != nil {
+			return err
+		}
+		rtt := wallclock.Now().Sub(sent)
+		o, m := theirs.Sub(sent.Add(rtt/2)), rtt/2
+		mu.Lock()
+		defer mu.Unlock()
+		if o.Abs()-m > far {
+			far, offset, margin = o.Abs()-m, o, m
+		}
+		return nil
+	}
+	switch c := r.client.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, measure)
+	case *goredis.Client:
+		err = measure(ctx, c)
+	default:
+		err = fmt.Errorf("redis client %T", r.client)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: redis: TIME: %v", ledger.ErrUnavailable, err)
+	}
+	return offset, margin, nil
+}

@@ -196,3 +196,22 @@ func TestIsURL(t *testing.T) {
 		}
 	}
 }
+
+// On one machine Redis and this process read one clock: the offset is
+// within the measurement's margin (and TIME's microsecond). A stopped Redis
+// is unavailable, not an offset of zero.
+func TestRedis_ClockOffsetOfOneClockIsWithinItsMargin(t *testing.T) {
+	srv := testredis.Start(t, false)
+	r := newRedis(t, srv.URL())
+	offset, margin, err := r.ClockOffset(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if margin <= 0 || offset.Abs() > margin+time.Millisecond {
+		t.Fatalf("offset %v, margin %v: want |offset| within the margin", offset, margin)
+	}
+	srv.Stop(t)
+	if _, _, err := r.ClockOffset(context.Background()); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("redis stopped: got %v, want ErrUnavailable", err)
+	}
+}

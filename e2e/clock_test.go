@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/testenv"
+	"github.com/mcp-sealer/sealer/internal/testredis"
+)
+
+var nemesisOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// nemesisSealer builds, once, the sealer with the build tag nemesis: its
+// wall clock follows the offset in the file SEALER_NEMESIS_CLOCK_OFFSET_FILE
+// names (internal/wallclock). Releases are built without it.
+func nemesisSealer(t *testing.T) string {
+	t.Helper()
+	nemesisOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sealer-nemesis-")
+		if err != nil {
+			nemesisOnce.err = err
+			return
+		}
+		nemesisOnce.path = filepath.Join(dir, "sealer")
+		build := exec.Command("go", "build", "-trimpath", "-tags", "nemesis", "-o", nemesisOnce.path, "./cmd/sealer")
+		build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			nemesisOnce.err = fmt.Errorf("go build -tags nemesis ./cmd/sealer: %v\n%s", err, out)
+		}
+	})
+	if nemesisOnce.err != nil {
+		t.Fatal(nemesisOnce.err)
+	}
+	return nemesisOnce.path
+}
+
+// setOffset writes the clock offset a nemesis sealer follows.
+func setOffset(t *testing.T, file string, d time.Duration) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(d.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClock_R6_ASkewOfAnotherReplicaNeverReopens is the operator's replay
+// of issue 34: two replicas on one Redis, A with the default skew (2s), C
+// with 60s (as a clock 58s behind, or a rolling change of the flag). A
+// one-time state of 1s opened on A is refused on C at once, and still
+// refused 8s after its expiry, when an entry timed by A's own skew (expiry
+// + 2 × 2s + ledger timeout + 1s) would be gone while C accepts the state
+// until expiry + 60s.
+func TestClock_R6_ASkewOfAnotherReplicaNeverReopens(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	srv := testredis.Start(t, false)
+	ps := fleet(t, 1, srv.URL())
+	a := newGRPC(t, ps[0])
+	keyFile := keyFileOf(t, ps[0])
+	c := newGRPC(t, start(t, t.TempDir(), "--key-file", keyFile, "--ledger", srv.URL(), "--skew", "60s"))
+
+	var states []string
+	for range 5 {
+		states = append(states, mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"ttl":"1s","oneTime":true`)))
+	}
+	sealed := time.Now()
+	for i, s := range states {
+		expectReason(t, a, "open", openBody(s, "alice", weatherParams), "OK")
+		if _, got := c.call(t, "open", openBody(s, "alice", weatherParams)); got != "ALREADY_CONSUMED" {
+			t.Fatalf("state %d on C at once: got %s, want ALREADY_CONSUMED", i, got)
+		}
+	}
+	time.Sleep(time.Until(sealed.Add(9 * time.Second)))
+	for i, s := range states {
+		if _, got := c.call(t, "open", openBody(s, "alice", weatherParams)); got != "ALREADY_CONSUMED" {
+			t.Errorf("state %d on C 8s past its expiry (C's skew 60s): got %s, want ALREADY_CONSUMED", i, got)
+		}
+	}
+}
+
+// keyFileOf is the --key-file a sealer of fleet was started with.
+func keyFileOf(t *testing.T, p *proc) string {
+	t.Helper()
+	args := p.cmd.Args
+	for i, a := range args[:len(args)-1] {
+		if a == "--key-file" {
+			return args[i+1]
+		}
+	}
+	t.Fatal("no --key-file")
+	return ""
+}
+
+// TestClock_R6_AReplicaWhoseClockIsWrongConsumesNothing: C's clock runs
+// twice the skew behind Redis's (a nemesis build). C measures the offset,
+// exports it, reports unready and refuses every one-time open
+// LEDGER_UNAVAILABLE without spending it: the state then opens on A, once.
+// With the clock right again, C serves again without a restart. With
+// --clock-check=false the same C consumes: the check is what refuses.
+func TestClock_R6_AReplicaWhoseClockIsWrongConsumesNothing(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	srv := testredis.Start(t, false)
+	ps := fleet(t, 1, srv.URL())
+	a := newGRPC(t, ps[0])
+	offsetFile := filepath.Join(t.TempDir(), "offset")
+	setOffset(t, offsetFile, -4*time.Second)
+	env := []string{"SEALER_NEMESIS_CLOCK_OFFSET_FILE=" + offsetFile}
+	flags := []string{"--key-file", keyFileOf(t, ps[0]), "--ledger", srv.URL()}
+	cp := startBinary(t, nemesisSealer(t), env, t.TempDir(), flags...)
+	c := newGRPC(t, cp)
+
+	waitFor(t, "C to report unready for its clock", 10*time.Second, func() bool {
+		code, body := readyz(t, cp)
+		return code == 503 && strings.Contains(body, "clock")
+	})
+	if got := metric(t, cp, "sealer_clock_offset_seconds"); got < 3.9 || got > 4.1 {
+		t.Errorf("sealer_clock_offset_seconds %v, want about 4 (Redis 4s ahead of C)", got)
+	}
+	if got := metric(t, cp, "sealer_clock_offset_limit_seconds"); got != 1 {
+		t.Errorf("sealer_clock_offset_limit_seconds %v, want 1 (half the default skew)", got)
+	}
+	for i := range 5 {
+		s := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+		if _, got := c.call(t, "open", openBody(s, "alice", weatherParams)); got != "LEDGER_UNAVAILABLE" {
+			t.Fatalf("state %d on C, its clock 4s behind: got %s, want LEDGER_UNAVAILABLE", i, got)
+		}
+		expectReason(t, a, "open", openBody(s, "alice", weatherParams), "OK")
+		expectReason(t, c, "open", openBody(s, "alice", weatherParams), "LEDGER_UNAVAILABLE")
+	}
+
+	setOffset(t, offsetFile, 0)
+	waitFor(t, "C to be ready with its clock right", 10*time.Second, func() bool {
+		code, _ := readyz(t, cp)
+		return code == 200
+	})
+	s := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+	expectReason(t, c, "open", openBody(s, "alice", weatherParams), "OK")
+	expectReason(t, a, "open", openBody(s, "alice", weatherParams), "ALREADY_CONSUMED")
+
+	setOffset(t, offsetFile, -4*time.Second)
+	unchecked := newGRPC(t, startBinary(t, nemesisSealer(t), env, t.TempDir(), append(flags, "--clock-check=false")...))
+	time.Sleep(300 * time.Millisecond) // the offset file is read every 100ms
+	s = mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+	expectReason(t, unchecked, "open", openBody(s, "alice", weatherParams), "OK")
+}
+
+// metric reads one unlabelled sample of p's /metrics.
+func metric(t *testing.T, p *proc, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(httpGet(t, "http://"+p.HTTP+"/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in /metrics", name)
+	return 0
+}

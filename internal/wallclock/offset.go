@@ -1,0 +1,7 @@
+//go:build !nemesis
+
+package wallclock
+
+import "time"
+
+func offset() time.Duration { return 0 }

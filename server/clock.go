@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/mcp-sealer/sealer/ledger"
+)
+
+// ClockLimit is how far a replica's clock may be from the ledger's before
+// it stops consuming: half the skew, so that two replicas within it are
+// within skew of each other (the meaning of --skew), and no less than
+// minClockLimit, which a measurement over a network can tell apart.
+func ClockLimit(skew time.Duration) time.Duration {
+	return max(skew/2, minClockLimit)
+}
+
+const minClockLimit = 100 * time.Millisecond
+
+// errClockBeyondLimit and errClockNotMeasured refuse a consume while this
+// replica's clock is, or may be, wrong: a state's fate is then unknown, so
+// they are ErrUnavailable (LEDGER_UNAVAILABLE), fail closed.
+var (
+	errClockBeyondLimit = fmt.Errorf("%w: this replica's clock is beyond its limit from the ledger's", ledger.ErrUnavailable)
+	errClockNotMeasured = fmt.Errorf("%w: this replica's clock offset from the ledger's is not measured", ledger.ErrUnavailable)
+)
+
+// errClockOff is readiness's answer for a clock beyond its limit: probes
+// answer fixed words.
+var errClockOff = errors.New("clock beyond its limit from the ledger's")
+
+// clockMeter measures this process's clock against the ledger's: the
+// offset (the ledger's time minus ours) and the margin of error.
+type clockMeter interface {
+	ClockOffset(ctx context.Context) (offset, margin time.Duration, err error)
+}
+
+// clockCheck keeps a replica whose clock is wrong from consuming. Every
+// ledger entry lives for a time computed on the consuming replica's clock,
+// and every replica accepts a state by its own clock (ledgerRetention): a
+// replica whose clock runs behind the others' by more than the retention's
+// margin would open states whose entries are gone. So a replica with a
+// shared ledger measures its offset from the ledger's clock every
+// ClockCheckEvery and, while the offset is beyond the limit (or not
+// measured for three checks), refuses every consume and, when measured
+// beyond, reports unready. A nil clockCheck (the embedded ledger: one
+// process, one clock; or the check turned off) refuses nothing.
+type clockCheck struct {
+	meter  clockMeter
+	limit  time.Duration
+	log    *slog.Logger
+	failed *sampledLog
+
+	last atomic.Pointer[clockReading] // nil: never measured
+}
+
+// clockReading is one measurement: taken at (this process's monotonic
+// clock), and its verdict, nil within the limit.
+type clockReading struct {
+	at      time.Time
+	offset  time.Duration
+	verdict error
+}
+
+func newClockCheck(meter clockMeter, skew time.Duration, log *slog.Logger) *clockCheck {
+	// A failed measurement is logged at most twice a minute: readiness
+	// already logs an unreachable ledger; this says why no one-time state
+	// opens when the ledger answers all but TIME (an ACL without +time).
+	failed := &sampledLog{msg: "clock offset not measured: one-time and latest-only opens refused", every: rate.NewLimiter(rate.Every(30*time.Second), 1)}
+	return &clockCheck{meter: meter, limit: ClockLimit(skew), log: log, failed: failed}
+}
+
+// refusal returns the error a consume must fail with now, or nil.
+func (c *clockCheck) refusal() error {
+	if c == nil {
+		return nil
+	}
+	r := c.last.Load()
+	if r == nil || time.Since(r.at) > 3*ClockCheckEvery {
+		return errClockNotMeasured
+	}
+	return r.verdict
+}
+
+// beyond reports whether the last measurement put the clock beyond its
+// limit: readiness's question. Not measured is not beyond: a ledger
+// outage alone leaves readiness as --ready-requires-ledger says.
+func (c *clockCheck) beyond() bool {
+	if c == nil {
+		return false
+	}
+	r := c.last.Load()
+	return r != nil && r.verdict != nil
+}
+
+// offset is the last measured offset in seconds, for the metric.
+func (c *clockCheck) offset() float64 {
+	if r := c.last.Load(); r != nil {
+		return r.offset.Seconds()
+	}
+	return 0
+}
+
+// measure measures once and keeps the reading; a failed measurement keeps
+// the last reading, which goes stale (refusal). The offset counts as
+// beyond only when it is beyond by more than the margin of error.
+func (c *clockCheck) measure(ctx context.Context) {
+	offset, margin, err := c.meter.ClockOffset(ctx)
+	if err != nil {
+		c.failed.log(c.log, err)
+		return
+	}
+	r := &clockReading{at: time.Now(), offset: offset}
+	if offset.Abs()-margin > c.limit {
+		r.verdict = errClockBeyondLimit
+	}
+	if prev := c.last.Swap(r); (prev == nil || prev.verdict == nil) != (r.verdict == nil) {
+		if r.verdict != nil {
+			c.log.Error("clock beyond its limit from the ledger's: one-time and latest-only opens refused",
+				"offset", offset.String(), "margin", margin.String(), "limit", c.limit.String())
+		} else if prev != nil {
+			c.log.Info("clock back within its limit from the ledger's", "offset", offset.String(), "limit", c.limit.String())
+		}
+	}
+}
+
+// run measures every ClockCheckEvery until ctx is done.
+func (c *clockCheck) run(ctx context.Context) error {
+	t := time.NewTicker(ClockCheckEvery)
+	defer t.Stop()
+	for {
+		c.measure(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

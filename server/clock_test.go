@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/sealer"
+)
+
+// meterAt is a fake clock meter for the check's unit tests: it answers
+// what it is set to.
+type meterAt struct {
+	mu             sync.Mutex
+	offset, margin time.Duration
+	err            error
+}
+
+func (m *meterAt) set(offset, margin time.Duration, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.offset, m.margin, m.err = offset, margin, err
+}
+
+func (m *meterAt) ClockOffset(context.Context) (time.Duration, time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.offset, m.margin, m.err
+}
+
+// untilLedger records the until of every call and wins them all.
+type untilLedger struct {
+	mu    sync.Mutex
+	until []time.Time
+}
+
+func (l *untilLedger) record(until time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = append(l.until, until)
+	return nil
+}
+
+func (l *untilLedger) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.until)
+}
+
+func (l *untilLedger) Consume(_ context.Context, _ string, _ sealer.StateID, until time.Time) error {
+	return l.record(until)
+}
+
+func (l *untilLedger) Advance(_ context.Context, _ string, _ sealer.FlowID, _ uint32, until time.Time) error {
+	return l.record(until)
+}
+
+func TestClockLimit_HalfTheSkewAndNoLessThanAMeasurementCanTell(t *testing.T) {
+	for skew, want := range map[time.Duration]time.Duration{
+		2 * time.Second: time.Second,
+		MaxSkew:         30 * time.Second,
+		0:               100 * time.Millisecond,
+	} {
+		if got := ClockLimit(skew); got != want {
+			t.Errorf("ClockLimit(%v) = %v, want %v", skew, got, want)
+		}
+	}
+}
+
+// openOnce seals a one-time state and opens it, returning the open's reason.
+func openOnce(t *testing.T, s *service) string {
+	t.Helper()
+	binding := &sealerv1.Binding{Method: "tools/call", Params: &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("x")}}}
+	resp, err := call(s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "p", Request: binding, OneTime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: resp.(*sealerv1.SealResponse).RequestState, Principal: "p", Request: binding})
+	if err == nil {
+		return "OK"
+	}
+	return reason(err)
+}
+
+// TestClock_R6_AClockBeyondItsLimitConsumesNothing: while the measured
+// offset is beyond the limit by more than its margin, or not measured, a
+// one-time open is refused LEDGER_UNAVAILABLE without asking the ledger,
+// and readiness says beyond only for a measured offset.
+func TestClock_R6_AClockBeyondItsLimitConsumesNothing(t *testing.T) {
+	l := &untilLedger{}
+	s := testService(t, l)
+	meter := &meterAt{}
+	s.clock = newClockCheck(meter, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name           string
+		offset, margin time.Duration
+		err            error
+		want           string
+		beyond         bool
+	}{
+		{"within", 900 * time.Millisecond, time.Millisecond, nil, "OK", false},
+		{"behind beyond", -1500 * time.Millisecond, time.Millisecond, nil, "LEDGER_UNAVAILABLE", true},
+		{"ahead beyond", 4 * time.Second, time.Millisecond, nil, "LEDGER_UNAVAILABLE", true},
+		{"beyond by less than the margin", 1050 * time.Millisecond, 100 * time.Millisecond, nil, "OK", false},
+		{"back within", 0, time.Millisecond, nil, "OK", false},
+	} {
+		meter.set(tc.offset, tc.margin, tc.err)
+		s.clock.measure(ctx)
+		before := l.calls()
+		if got := openOnce(t, s); got != tc.want {
+			t.Errorf("%s (offset %v): open %s, want %s", tc.name, tc.offset, got, tc.want)
+		}
+		if asked := l.calls() > before; asked != (tc.want == "OK") {
+			t.Errorf("%s: ledger asked %v", tc.name, asked)
+		}
+		if s.clock.beyond() != tc.beyond {
+			t.Errorf("%s: beyond %v, want %v", tc.name, s.clock.beyond(), tc.beyond)
+		}
+	}
+
+	// A failed measurement keeps the last reading until it is stale.
+	meter.set(0, 0, errors.New("ledger unreachable"))
+	s.clock.measure(ctx)
+	if got := openOnce(t, s); got != "OK" {
+		t.Errorf("a fresh reading within, then a failed measurement: open %s, want OK", got)
+	}
+	stale := *s.clock.last.Load()
+	stale.at = time.Now().Add(-4 * ClockCheckEvery)
+	s.clock.last.Store(&stale)
+	if got := openOnce(t, s); got != "LEDGER_UNAVAILABLE" {
+		t.Errorf("stale reading: open %s, want LEDGER_UNAVAILABLE", got)
+	}
+	if s.clock.beyond() {
+		t.Error("a stale reading within the limit made readiness say beyond")
+	}
+}
+
+// TestClock_NeverMeasuredRefuses: a replica whose first measurement failed
+// consumes nothing until one succeeds.
+func TestClock_NeverMeasuredRefuses(t *testing.T) {
+	s := testService(t, &untilLedger{})
+	meter := &meterAt{err: errors.New("ledger unreachable")}
+	s.clock = newClockCheck(meter, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.clock.measure(context.Background())
+	if got := openOnce(t, s); got != "LEDGER_UNAVAILABLE" {
+		t.Fatalf("never measured: open %s, want LEDGER_UNAVAILABLE", got)
+	}
+}
+
+// TestRetention_R6_OutlivesEveryReplicasWindow: whatever this replica's
+// skew, the entry lives past the state's expiry by at least the largest
+// skew any replica may have plus twice the clock limit of such a replica.
+func TestRetention_R6_OutlivesEveryReplicasWindow(t *testing.T) {
+	for _, skew := range []time.Duration{0, 2 * time.Second, MaxSkew} {
+		l := &untilLedger{}
+		s := testService(t, l)
+		s.cfg.Skew = skew
+		binding := &sealerv1.Binding{Method: "tools/call", Params: &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("x")}}}
+		resp, err := call(s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "p", Request: binding, OneTime: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed := resp.(*sealerv1.SealResponse)
+		if _, err := call(s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: sealed.RequestState, Principal: "p", Request: binding}); err != nil {
+			t.Fatal(err)
+		}
+		if got, least := l.until[0].Sub(sealed.ExpiresAt.AsTime()), MaxSkew+2*ClockLimit(MaxSkew); got < least {
+			t.Errorf("skew %v: entry lives %v past expiry, want at least %v", skew, got, least)
+		}
+	}
+}
