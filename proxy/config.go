@@ -70,8 +70,23 @@ type Config struct {
 	// Past them the call fails; nothing is ever truncated.
 	MaxRequestBytes, MaxResponseBytes, MaxStateBytes int
 	// UpstreamHeaderTimeout bounds the wait for the upstream's response
-	// headers; ReadHeaderTimeout the caller's request headers.
-	UpstreamHeaderTimeout, ReadHeaderTimeout time.Duration
+	// headers; ReadHeaderTimeout the caller's request headers; BodyTimeout
+	// the reading of a request body, from its headers on (408 past it).
+	UpstreamHeaderTimeout, ReadHeaderTimeout, BodyTimeout time.Duration
+	// MaxConcurrentRequests bounds the requests served at once, streams
+	// included; MaxBufferedBytes the request bodies held at once, each
+	// counted at its Content-Length, or MaxRequestBytes when it has none.
+	// Past either a request gets 503 with Retry-After, so that the proxy's
+	// memory is bounded by them, not by the number of connections.
+	MaxConcurrentRequests int
+	MaxBufferedBytes      int64
+
+	// Audience names the upstream in every state the proxy seals, so that
+	// a state sealed in front of one upstream opens in front of no other
+	// (the tenant's other proxies included); empty, it is Upstream. Give
+	// sidecars whose Upstream is alike (a loopback address) an audience of
+	// their own, such as the server's name.
+	Audience string
 
 	Logger *slog.Logger
 }
@@ -165,7 +180,18 @@ func Defaults() Config {
 		MaxStateBytes:         sealer.MaxPayload,
 		UpstreamHeaderTimeout: 60 * time.Second,
 		ReadHeaderTimeout:     10 * time.Second,
+		BodyTimeout:           10 * time.Second,
+		MaxConcurrentRequests: 1024,
+		MaxBufferedBytes:      64 << 20,
 	}
+}
+
+// audience is the name of the upstream bound into every state.
+func (c *Config) audience() string {
+	if c.Audience != "" {
+		return c.Audience
+	}
+	return c.Upstream
 }
 
 // Validate reports every problem of the configuration.
@@ -205,7 +231,13 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 1024 || c.MaxResponseBytes < 1024 {
 		bad("max-request-bytes and max-response-bytes: want at least 1024")
 	}
-	if c.SealerTimeout <= 0 || c.UpstreamHeaderTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
+	if c.MaxConcurrentRequests < 1 {
+		bad("max-concurrent-requests %d: want at least 1", c.MaxConcurrentRequests)
+	}
+	if c.MaxBufferedBytes < int64(c.MaxRequestBytes) {
+		bad("max-buffered-bytes %d: want at least max-request-bytes (%d)", c.MaxBufferedBytes, c.MaxRequestBytes)
+	}
+	if c.SealerTimeout <= 0 || c.UpstreamHeaderTimeout <= 0 || c.ReadHeaderTimeout <= 0 || c.BodyTimeout <= 0 {
 		bad("timeouts must be positive")
 	}
 	if c.Policy.TTL < 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -129,7 +130,7 @@ func (o *object) get(name string) (json.RawMessage, bool) {
 	return nil, false
 }
 
-// set replaces the value of the member name, which must exist.
+// set replaces the value of the member name, or adds the member last.
 func (o *object) set(name string, v json.RawMessage) {
 	for i, n := range o.names {
 		if n == name {
@@ -137,7 +138,77 @@ func (o *object) set(name string, v json.RawMessage) {
 			return
 		}
 	}
-	panic("proxy: set of a missing member " + name)
+	o.names, o.values = append(o.names, name), append(o.values, v)
+}
+
+// del removes the member name, if any.
+func (o *object) del(name string) {
+	for i, n := range o.names {
+		if n == name {
+			o.names, o.values = slices.Delete(o.names, i, i+1), slices.Delete(o.values, i, i+1)
+			return
+		}
+	}
+}
+
+// foldCollides reports whether an object anywhere in the valid JSON value v
+// has two member names equal under case folding (foldName). Go's
+// encoding/json reads such members as one, the last it meets, so the
+// upstream would read two objects that the digest (which sorts members)
+// binds alike in two ways. Names that differ by '_' or '-' do not collide:
+// neither encoding/json nor pydantic (alias and field name, populate_by_name)
+// reads them by their order.
+func foldCollides(v []byte) bool {
+	i := skipSpace(v, 0)
+	if i == len(v) || (v[i] != '{' && v[i] != '[') {
+		return false
+	}
+	var seen map[string]bool
+	isObject := v[i] == '{'
+	for i = skipSpace(v, i+1); v[i] != '}' && v[i] != ']'; {
+		if isObject {
+			end := stringEnd(v, i)
+			name, _ := memberName(v[i:end])
+			key := foldName(name)
+			if seen[key] {
+				return true
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[key] = true
+			i = skipSpace(v, skipSpace(v, end)+1) // past the colon
+		}
+		end := valueEnd(v, i)
+		if foldCollides(v[i:end]) {
+			return true
+		}
+		if i = skipSpace(v, end); v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
+	}
+	return false
+}
+
+// foldName maps name to one key for all its case variants: each character
+// to the least of the simple case folding orbit of its lower case's upper
+// case. It goes past encoding/json's own fold (ı and İ fold to I here, as
+// in mcpdigest.CaseVariant), so it refuses at least what that decoder
+// merges.
+func foldName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			return r
+		}
+		least := unicode.ToUpper(unicode.ToLower(r))
+		for f := unicode.SimpleFold(least); f != least; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, name)
 }
 
 // variant reports whether a member is named like one of names but is not
@@ -227,6 +298,7 @@ var (
 	errBindParams = &requestError{-32602, "invalid params: the request cannot be bound to a requestState"}
 	errInputsName = &requestError{-32602, "invalid params: a member is named like inputResponses in another spelling"}
 	errInputs     = &requestError{-32602, "invalid params: inputResponses must be one JSON object without repeated keys"}
+	errArgsFold   = &requestError{-32602, "invalid params: arguments hold member names that differ only in case"}
 )
 
 // parseCall reads a POST body. It refuses what the proxy and an upstream
@@ -304,6 +376,10 @@ func parseCall(body []byte) (*call, error) {
 	if err != nil {
 		return c, errBindParams
 	}
+	// The digest has bounded the arguments' depth (FORMAT.md, step 4).
+	if args, ok := c.params.get("arguments"); ok && salient.Arguments != "" && foldCollides(args) {
+		return c, errArgsFold
+	}
 	c.binding = &client.Binding{Digest: d[:], Responded: responded}
 	return c, nil
 }
@@ -336,10 +412,15 @@ func memberNames(o *object, name string) ([]string, error) {
 }
 
 // withState returns the request's body with params.requestState replaced by
-// state, every other byte of params and of the envelope as received.
+// state, or removed when state is empty (a state of the proxy's own),
+// every other byte of params and of the envelope as received.
 func (c *call) withState(state []byte) []byte {
-	v, _ := json.Marshal(string(state))
-	c.params.set("requestState", v)
+	if len(state) == 0 {
+		c.params.del("requestState")
+	} else {
+		v, _ := json.Marshal(string(state))
+		c.params.set("requestState", v)
+	}
 	c.env.set("params", c.params.encode())
 	return c.env.encode()
 }

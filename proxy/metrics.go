@@ -16,6 +16,8 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	calls    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	inflight prometheus.Gauge
+	buffered prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -23,7 +25,7 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_requests_total",
-			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed), or refused by why.",
+			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed), or refused by why (overloaded_concurrency and overloaded_buffer answer 503, body_timeout 408).",
 		}, []string{"method", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_sealer_calls_total",
@@ -34,8 +36,16 @@ func newMetrics() *metrics {
 			Help:    "Time spent in Seal and Open calls to the sealer.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
 		}, []string{"op"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sealer_proxy_requests_in_flight",
+			Help: "Requests being served (bounded by --max-concurrent-requests).",
+		}),
+		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sealer_proxy_buffered_request_bytes",
+			Help: "Bytes reserved for request bodies being read or held (bounded by --max-buffered-bytes).",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.calls, m.latency,
+	m.registry.MustRegister(m.requests, m.calls, m.latency, m.inflight, m.buffered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -54,6 +54,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,13 +65,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
-	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -86,9 +86,15 @@ type Proxy struct {
 	cfg      Config
 	sealer   Sealer
 	upstream *url.URL
+	audience string
 	rp       *httputil.ReverseProxy
 	metrics  *metrics
 	log      *slog.Logger
+	// slots holds a token per request being served (MaxConcurrentRequests);
+	// buffered counts the bytes reserved for request bodies
+	// (MaxBufferedBytes).
+	slots    chan struct{}
+	buffered atomic.Int64
 }
 
 // New returns the proxy of cfg, which must be valid, calling s.
@@ -97,7 +103,8 @@ func New(cfg Config, s Sealer) (*Proxy, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(cfg.Upstream)
-	p := &Proxy{cfg: cfg, sealer: s, upstream: u, metrics: newMetrics(), log: cfg.Logger}
+	p := &Proxy{cfg: cfg, sealer: s, upstream: u, audience: cfg.audience(), metrics: newMetrics(), log: cfg.Logger,
+		slots: make(chan struct{}, cfg.MaxConcurrentRequests)}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -134,10 +141,15 @@ type exchangeKey struct{}
 
 // ServeHTTP judges a request, forwards it and rewrites the response.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p.cfg.Principal != PrincipalHeader {
-		r.Header.Del(p.cfg.PrincipalHeaderName) // honoured only when configured
+	select {
+	case p.slots <- struct{}{}:
+		p.metrics.inflight.Inc()
+		defer func() { <-p.slots; p.metrics.inflight.Dec() }()
+	default:
+		p.overloaded(w, "concurrency")
+		return
 	}
-	dropMethodOverrides(r.Header)
+	p.dropOwnedHeaders(r.Header)
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodDelete, http.MethodOptions:
@@ -159,11 +171,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, nil, "encoded_body", http.StatusUnsupportedMediaType, &requestError{-32600, "invalid request: compressed bodies are not accepted"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(p.cfg.MaxRequestBytes)))
-	if err != nil {
-		p.refuse(w, nil, "body_too_large", http.StatusRequestEntityTooLarge, &requestError{-32600, "invalid request: body too large or unreadable"})
+	body, release, ok := p.readBody(w, r)
+	if !ok {
 		return
 	}
+	defer release()
 	c, err := parseCall(body)
 	if err != nil {
 		// parseCall refuses with a *requestError; anything else (none today)
@@ -184,6 +196,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, body)
 		return
 	}
+	// What the upstream would refuse is refused before the Open, which
+	// spends a latest-only round.
+	if err := checkHeaders(r.Header, c); err != nil {
+		p.refuse(w, c.id, "header_mismatch", http.StatusBadRequest, err)
+		return
+	}
+	c.binding.Digest = p.bind(c.binding.Digest)
 	who, ok := p.principal(r)
 	if !ok {
 		p.refuse(w, c.id, "no_principal", http.StatusUnauthorized, &requestError{-32600, "invalid request: the caller is not identified"})
@@ -202,6 +221,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who, opened: opened})), body)
 }
 
+// bind returns the digest a state of this proxy is bound to: the request's
+// digest d with the proxy's audience folded in, so that a state sealed in
+// front of one upstream does not open in front of another of the same
+// tenant. It is a digest of the caller's own (FORMAT.md, "Request digest"),
+// domain-separated from the request digest.
+func (p *Proxy) bind(d []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("mcp-sealer/v1 proxy audience\x00"))
+	h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(p.audience))))
+	h.Write([]byte(p.audience))
+	h.Write(d)
+	return h.Sum(nil)
+}
+
 // allowedMethods are the HTTP methods of the Streamable HTTP transport, and
 // OPTIONS for browsers' CORS preflights. Any other (another case of POST, PUT,
 // PATCH) is refused: an upstream matching methods regardless of case would
@@ -213,26 +246,14 @@ var (
 	errBodyWithoutPost = &requestError{-32600, "invalid request: a request body is accepted on POST only"}
 )
 
-// methodOverrides are the headers, spelled without separators and in lower
-// case, that some servers take as the request's method in place of its own.
-var methodOverrides = []string{"xhttpmethodoverride", "xhttpmethod", "xmethodoverride"}
-
-// dropMethodOverrides removes the method override headers in any spelling
-// (a CGI-style server reads X_HTTP_Method_Override as
-// X-HTTP-Method-Override): the upstream judges the method the proxy judged.
-func dropMethodOverrides(h http.Header) {
-	for name := range h {
-		if slices.Contains(methodOverrides, strings.ToLower(strings.Map(dropSeparator, name))) {
-			delete(h, name)
-		}
-	}
-}
-
-// forward sends body to the upstream in place of the request's own.
+// forward sends body to the upstream in place of the request's own, without
+// the request's trailers or transfer coding: the upstream gets the body the
+// proxy judged, with its length, and nothing after it.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	r.TransferEncoding, r.Trailer = nil, nil
 	p.rp.ServeHTTP(w, r)
 }
 
@@ -296,11 +317,17 @@ func (p *Proxy) response(resp *http.Response) error {
 	}
 	ctx := resp.Request.Context()
 	if mediaType == "text/event-stream" {
+		// The events are rewritten: the upstream's length is not theirs.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
 		resp.Body = newEventReader(resp.Body, p.cfg.MaxResponseBytes,
 			func(data []byte) []byte {
+				if len(bytes.TrimSpace(data)) == 0 {
+					return nil // no message (a priming event): no state
+				}
 				msg, err := parseObject(data)
 				if err != nil {
-					return nil // not a message: no result, no state
+					return p.failure(x, errUpstreamEvent)
 				}
 				return p.sealMessage(ctx, x, msg)
 			},
@@ -341,6 +368,8 @@ var (
 	errUpstreamEncoded   = errors.New("proxy: the upstream compressed a response the proxy must read")
 	errUpstreamMediaType = errors.New("proxy: the upstream answered in a media type the proxy does not read (application/json and text/event-stream only)")
 	errUpstreamNotObject = errors.New("proxy: the upstream's JSON response is not one JSON object without repeated members")
+	errUpstreamEvent     = errors.New("proxy: the upstream's SSE event is not one JSON object without repeated members")
+	errUpstreamResult    = errors.New("proxy: the upstream's message has a member named like result, requestState or inputRequests in another spelling, or a result that is not one object without repeated members")
 	errResponseTooLarge  = errors.New("proxy: the upstream's response exceeds the response size cap")
 	errStateTooLarge     = errors.New("proxy: the upstream's requestState exceeds the state size cap")
 	errStateNotString    = errors.New("proxy: the upstream's requestState is not a string")
@@ -351,24 +380,24 @@ var (
 // sealed, a JSON-RPC error in its place when sealing failed, or nil when it
 // carries no state.
 func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byte {
+	// A client's decoder may read what the proxy would not: a member in
+	// another case (encoding/json), a result that is not one object.
+	if msg.variant(envelopeNames...) {
+		return p.failure(x, errUpstreamResult)
+	}
 	raw, ok := msg.get("result")
 	if !ok {
 		return nil
 	}
 	result, err := parseObject(raw)
-	if err != nil {
-		return nil
-	}
-	st, ok := result.get("requestState")
-	if !ok || bytes.Equal(st, []byte("null")) {
-		return nil
+	if err != nil || result.variant("requestState", "inputRequests") {
+		return p.failure(x, errUpstreamResult)
 	}
 	var state string
-	if json.Unmarshal(st, &state) != nil {
-		return p.failure(x, errStateNotString)
-	}
-	if state == "" {
-		return nil
+	if st, ok := result.get("requestState"); ok && !bytes.Equal(st, []byte("null")) {
+		if json.Unmarshal(st, &state) != nil {
+			return p.failure(x, errStateNotString)
+		}
 	}
 	if len(state) > p.cfg.MaxStateBytes {
 		return p.failure(x, errStateTooLarge)
@@ -376,6 +405,12 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 	asked, err := memberNames(result, "inputRequests")
 	if err != nil {
 		return p.failure(x, errInputRequests)
+	}
+	// A round that asks input without a state of the upstream's gets one of
+	// the proxy's own, with no payload, so that its answers are bound too;
+	// it is removed from the retry before the upstream sees it.
+	if state == "" && len(asked) == 0 {
+		return nil
 	}
 	if asked == nil {
 		asked = []string{} // null: the round asks nothing, and that is bound too
@@ -459,16 +494,6 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	writeJSON(w, http.StatusBadGateway, errorResponse(id, -32603, "the MCP server did not answer", nil))
 }
 
-// target is the request's name or uri.
-func (c *call) target() string {
-	var t string
-	s, _ := mcpdigest.Salient(c.method)
-	if v, ok := c.params.get(s.Target); ok {
-		json.Unmarshal(v, &t)
-	}
-	return t
-}
-
 // reasonOf names an error for the proxy's logs and metrics: a reason of
 // the sealer as the sealer names it (client.Reason), or one of the proxy's
 // own.
@@ -512,6 +537,8 @@ func refusal(e *requestError) string {
 		return "input_responses_variant"
 	case errInputs:
 		return "input_responses"
+	case errArgsFold:
+		return "arguments_case_collision"
 	}
 	return "parse"
 }

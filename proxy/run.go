@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -83,6 +84,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if _, err := serveAlso(cfg.PprofAddr, pprofserve.Server()); err != nil {
 			return err
 		}
+	}
+	if u, _ := url.Parse(cfg.Upstream); cfg.Audience == "" && isLoopback(u.Hostname()) {
+		log.Warn("no audience: the states of this proxy open at every proxy of its tenant in front of the same upstream URL; give --audience the server's name",
+			"upstream", cfg.Upstream)
 	}
 	log.Info("listening", "addr", l.Addr().String(), "admin", admin, "upstream", cfg.Upstream, "principal", cfg.Principal)
 	g, gctx := errgroup.WithContext(ctx)
@@ -200,4 +205,14 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
+}
+
+// isLoopback reports whether host names the loopback interface, as a
+// sidecar's upstream does in every pod alike.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
