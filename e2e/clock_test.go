@@ -168,3 +168,49 @@ func metric(t *testing.T, p *proc, name string) float64 {
 	t.Fatalf("no %s in /metrics", name)
 	return 0
 }
+
+// TestClock_R6_WhatTheRetentionLeavesToTheCheck measures what the analysis
+// of ledgerRetention predicts for replicas whose clocks run behind, with
+// the check off: an entry lives 2m1.5s past its state's expiry on the
+// consuming replica's clock, so a replica 4s behind (twice the skew) has
+// stopped accepting the state long before (EXPIRED), while one 3 minutes
+// behind still accepts it when the entry is gone: it opens the state a
+// second time. With the check on, the replica 3 minutes behind refuses.
+// The test waits out the retention (about 2 minutes), beside the others.
+func TestClock_R6_WhatTheRetentionLeavesToTheCheck(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	t.Parallel()
+	srv := testredis.Start(t, false)
+	ps := fleet(t, 1, srv.URL())
+	a := newGRPC(t, ps[0])
+	flags := []string{"--key-file", keyFileOf(t, ps[0]), "--ledger", srv.URL()}
+	behind := func(d time.Duration, extra ...string) api {
+		file := filepath.Join(t.TempDir(), "offset")
+		setOffset(t, file, -d)
+		return newGRPC(t, startBinary(t, nemesisSealer(t), []string{"SEALER_NEMESIS_CLOCK_OFFSET_FILE=" + file}, t.TempDir(), append(flags, extra...)...))
+	}
+	twiceSkew := behind(4*time.Second, "--clock-check=false")
+	threeMinutes := behind(3*time.Minute, "--clock-check=false")
+	checked := behind(3 * time.Minute)
+	time.Sleep(300 * time.Millisecond) // the offset files are read every 100ms
+
+	state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"ttl":"1s","oneTime":true`))
+	sealed := time.Now()
+	expectReason(t, a, "open", openBody(state, "alice", weatherParams), "OK")
+	time.Sleep(time.Until(sealed.Add(time.Second + 2*time.Minute + 1500*time.Millisecond + 2*time.Second)))
+	for _, tc := range []struct {
+		name string
+		c    api
+		want string
+	}{
+		{"4s behind, unchecked", twiceSkew, "EXPIRED"},
+		{"3m behind, checked", checked, "LEDGER_UNAVAILABLE"},
+		{"3m behind, unchecked", threeMinutes, "OK"},
+	} {
+		_, got := tc.c.call(t, "open", openBody(state, "alice", weatherParams))
+		t.Logf("the state, consumed on A, opened past its entry's life on a replica %s: %s", tc.name, got)
+		if got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
