@@ -47,14 +47,15 @@ var unexpected = []string{"INVALID_STATE", "PRINCIPAL_MISMATCH", "REQUEST_MISMAT
 
 // Violation is one breach of the rules the checker holds a history to.
 type Violation struct {
-	Rule string // "one-time opened twice", "round opened twice", "round opened after a later one", "refusal"
-	What string
-	Ops  []Op
+	Rule  string // "one-time opened twice", "round opened twice", "round opened after a later one", "refusal"
+	What  string
+	Ops   []Op
+	Fault string // the fault during or last before the first operation: where the loss began
 }
 
 func (v Violation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", v.Rule, v.What)
+	fmt.Fprintf(&b, "%s: %s (%s)", v.Rule, v.What, v.Fault)
 	for _, op := range v.Ops {
 		fmt.Fprintf(&b, "\n\t%s replica %d client %d %s..%s %s", op.Kind, op.Replica, op.Client,
 			op.Invoked.Format("15:04:05.000"), op.Done.Format("15:04:05.000"), op.Outcome)
@@ -81,6 +82,7 @@ type Result struct {
 	StaleRounds   int // rounds opened OK after a later round's OK open completed
 	BadRefusals   int
 	Violations    []Violation
+	LossesBy      map[string]int        // fault kind -> violations that began during or after it
 	ByFault       map[string]*KindStats // fault kind ("" for the quiet times) -> stats
 	Wholes        []time.Duration       // per fault, time to whole (-1: never)
 }
@@ -116,19 +118,19 @@ func Check(h *History) *Result {
 			r.Indeterminate++
 		case !typed(op.Outcome) || slices.Contains(unexpected, op.Outcome):
 			r.BadRefusals++
-			r.Violations = append(r.Violations, Violation{"refusal", fmt.Sprintf("%s is not a typed, expected reason", op.Outcome), []Op{op}})
+			r.Violations = append(r.Violations, Violation{Rule: "refusal", What: fmt.Sprintf("%s is not a typed, expected reason", op.Outcome), Ops: []Op{op}})
 		}
 	}
 	for _, state := range sortedKeys(onceOK) {
 		if oks := onceOK[state]; len(oks) > 1 {
 			r.OneTimeDouble++
-			r.Violations = append(r.Violations, Violation{"one-time opened twice", fmt.Sprintf("state %s opened OK %d times", state, len(oks)), oks})
+			r.Violations = append(r.Violations, Violation{Rule: "one-time opened twice", What: fmt.Sprintf("state %s opened OK %d times", state, len(oks)), Ops: oks})
 		}
 	}
 	for fr, oks := range roundOK {
 		if len(oks) > 1 {
 			r.RoundDouble++
-			r.Violations = append(r.Violations, Violation{"round opened twice", fmt.Sprintf("flow %s round %d opened OK %d times", fr.flow, fr.round, len(oks)), oks})
+			r.Violations = append(r.Violations, Violation{Rule: "round opened twice", What: fmt.Sprintf("flow %s round %d opened OK %d times", fr.flow, fr.round, len(oks)), Ops: oks})
 		}
 	}
 	for flow, oks := range flowOK {
@@ -136,15 +138,40 @@ func Check(h *History) *Result {
 			for _, later := range oks {
 				if later.Round > late.Round && later.Done.Before(late.Invoked) {
 					r.StaleRounds++
-					r.Violations = append(r.Violations, Violation{"round opened after a later one",
-						fmt.Sprintf("flow %s round %d opened after round %d had", flow, late.Round, later.Round), []Op{later, late}})
+					r.Violations = append(r.Violations, Violation{Rule: "round opened after a later one",
+						What: fmt.Sprintf("flow %s round %d opened after round %d had", flow, late.Round, later.Round), Ops: []Op{later, late}})
 					break
 				}
 			}
 		}
 	}
-	r.availability(ops, h.Faults(), h.Run.Replicas)
+	slices.SortStableFunc(r.Violations, func(a, b Violation) int { return a.Ops[0].Invoked.Compare(b.Ops[0].Invoked) })
+	faults := h.Faults()
+	r.LossesBy = map[string]int{}
+	for i, v := range r.Violations {
+		kind, when := around(faults, v.Ops[0].Invoked)
+		r.Violations[i].Fault = when
+		r.LossesBy[kind]++
+	}
+	r.availability(ops, faults, h.Run.Replicas)
 	return r
+}
+
+// around names the fault active at t, or else the last one healed before
+// it: its kind, and a phrase for a person.
+func around(faults []Fault, t time.Time) (kind, when string) {
+	kind, when = "(no fault)", "before any fault"
+	for _, f := range faults {
+		switch {
+		case f.Start.After(t):
+			return kind, when
+		case t.Before(f.Heal):
+			return f.Kind, fmt.Sprintf("during %s %v", f.Kind, f.Targets)
+		default:
+			kind, when = f.Kind, fmt.Sprintf("%.1fs after %s %v healed", t.Sub(f.Heal).Seconds(), f.Kind, f.Targets)
+		}
+	}
+	return kind, when
 }
 
 // counts reports whether an operation is one a healthy fleet answers OK.
@@ -232,6 +259,9 @@ func (r *Result) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "double opens: one-time %d, flow round %d; rounds opened after a later one %d; bad refusals %d\n",
 		r.OneTimeDouble, r.RoundDouble, r.StaleRounds, r.BadRefusals)
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(w, "violations by the fault during or before their first open: %s\n", joinCounts(r.LossesBy))
+	}
 }
 
 func joinCounts(m map[string]int) string {

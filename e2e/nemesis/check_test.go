@@ -102,6 +102,9 @@ func TestCheck_FindsViolations(t *testing.T) {
 			if len(r.Violations) == 0 || r.Violations[0].Rule != tc.rule {
 				t.Fatalf("got %v, want a violation of %q", r.Violations, tc.rule)
 			}
+			if len(r.Violations) != r.LossesBy[KillMaster]+r.LossesBy["(no fault)"] {
+				t.Errorf("losses by fault %v do not add up to %d violations", r.LossesBy, len(r.Violations))
+			}
 		})
 	}
 }
@@ -109,6 +112,21 @@ func TestCheck_FindsViolations(t *testing.T) {
 // TestCheck_StaleRound: a round opened OK by a call invoked after a later
 // round's OK open completed breaks latest-only even when it is that
 // round's only OK.
+// TestCheck_Around: a violation is put down to the fault active at its
+// first open, or else the last one healed before it.
+func TestCheck_Around(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	faults := []Fault{{Kind: KillMaster, Start: at(1000), Heal: at(2000)}, {Kind: HalfSplit, Start: at(5000), Heal: at(6000)}}
+	for _, tc := range []struct {
+		ms   int
+		want string
+	}{{500, "(no fault)"}, {1000, KillMaster}, {3000, KillMaster}, {5500, HalfSplit}, {9000, HalfSplit}} {
+		if got, _ := around(faults, at(tc.ms)); got != tc.want {
+			t.Errorf("around +%dms: got %s, want %s", tc.ms, got, tc.want)
+		}
+	}
+}
+
 func TestCheck_StaleRound(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	h := &History{Run: Run{Replicas: 1}}
