@@ -127,6 +127,67 @@ func TestWithState_ChangesTheStateAlone(t *testing.T) {
 	}
 }
 
+// TestParseCall_RefusesCaseCollidingArguments (issue 35): arguments whose
+// member names collide under case folding, at any depth, are refused on
+// tools/call and prompts/get, state or none; names that differ by '_' or
+// '-' pass.
+func TestParseCall_RefusesCaseCollidingArguments(t *testing.T) {
+	for _, tc := range []struct {
+		name, params string
+		want         *requestError
+	}{
+		{"top level", `"name":"a","arguments":{"Item":"car","item":"pen"}`, errArgsFold},
+		{"with a state", `"name":"a","arguments":{"item":"pen","ITEM":"car"},"requestState":"s"`, errArgsFold},
+		{"in an object in an array", `"name":"a","arguments":{"o":[1,{"x":{"sku":1,"SKU":2}}]}`, errArgsFold},
+		{"long s", `"name":"a","arguments":{"size":1,"ſize":2}`, errArgsFold},
+		{"Kelvin sign", `"name":"a","arguments":{"kind":1,"Kind":2}`, errArgsFold},
+		{"dotless i", `"name":"a","arguments":{"item":1,"ıtem":2}`, errArgsFold},
+		{"dotted capital I", `"name":"a","arguments":{"item":1,"İtem":2}`, errArgsFold},
+		{"escaped", `"name":"a","arguments":{"item":1,"Item":2}`, errArgsFold},
+		{"separators differ", `"name":"a","arguments":{"item_id":1,"itemId":2,"item-id":3}`, nil},
+		{"same name in sibling objects", `"name":"a","arguments":{"a":{"x":1},"b":{"X":1},"c":[{"x":1},{"X":2}]}`, nil},
+		{"names in values are not members", `"name":"a","arguments":{"x":"X","y":["x","X"]}`, nil},
+		{"_meta is not bound", `"name":"a","arguments":{},"_meta":{"k":1,"K":2}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, method := range []string{"tools/call", "prompts/get"} {
+				if method == "prompts/get" && strings.Contains(tc.params, "[") {
+					continue // prompt arguments are strings; the digest refuses nothing here, the proxy neither
+				}
+				_, err := parseCall([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + tc.params + `}}`))
+				if err != tc.want && tc.want != nil || tc.want == nil && err != nil {
+					t.Errorf("%s: got %v, want %v", method, err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestEncodingJSON_ReadsCaseVariantsByOrderNotSeparators measures the
+// decoder the collision rule is for: encoding/json takes a member in
+// another case for a field, the last one it meets winning, so a swap of
+// members the digest binds alike changes what it reads; it never takes a
+// name with other separators for a field.
+func TestEncodingJSON_ReadsCaseVariantsByOrderNotSeparators(t *testing.T) {
+	type args struct {
+		Item   string `json:"item"`
+		ItemID string `json:"item_id"`
+	}
+	read := func(s string) args {
+		var a args
+		if err := json.Unmarshal([]byte(s), &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a, b := read(`{"Item":"car","item":"pen"}`), read(`{"item":"pen","Item":"car"}`); a.Item != "pen" || b.Item != "car" {
+		t.Errorf("case variants: read %q and %q, want pen and car (the last member)", a.Item, b.Item)
+	}
+	if a, b := read(`{"itemId":"b","item_id":"a","item-id":"c"}`), read(`{"item-id":"c","item_id":"a","itemId":"b"}`); a.ItemID != "a" || b.ItemID != "a" {
+		t.Errorf("separator variants: read %q and %q, want a both times (the exact name)", a.ItemID, b.ItemID)
+	}
+}
+
 // FuzzParseCall: no body panics the parser; a state is only ever accepted
 // on the three methods, with a binding, and a body the proxy rewrites
 // parses again to the same state.
@@ -144,6 +205,10 @@ func FuzzParseCall(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a","URI_":"b","requestState":"s"}}`,
 		`{"jsonrpc":"2.0","id":1,"_method":"tools/call","method":"tools/list","para-ms":{"requestState":"s"}}`,
 		`{"json_rpc":"2.0","i-d":1,"method":"tools/call","params":{"name":"a","input_responses":{},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"Item":"car","item":"pen"},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"o":[{"sku":1},{"x":{"ſku":1,"sku":2}}]},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"a","arguments":{"item_id":"1","itemId":"2"},"requestState":"s"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"a","arguments":{"K":1,"k":2},"requestState":"s"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -159,6 +224,9 @@ func FuzzParseCall(f *testing.F) {
 			if slices.ContainsFunc(envelopeNames, func(want string) bool { return looseVariant(n, want) }) {
 				t.Fatalf("accepted beside a state: the envelope member %q", n)
 			}
+		}
+		if args, ok := c.params.get("arguments"); ok && foldCollides(args) {
+			t.Fatalf("accepted beside a state: arguments %s with names that collide under case folding", args)
 		}
 		for _, n := range c.params.names {
 			m, _ := mcpdigest.Salient(c.method)

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,6 +26,8 @@ import (
 // sealer; the e2e tests run a real sealer.
 type fakeSealer struct {
 	openErr, sealErr error
+	openPayload      []byte   // the payload Open returns, {"round":1} when nil
+	payloads         []string // of each Seal
 	mu               sync.Mutex
 	principals       []string
 	seals            int
@@ -37,6 +41,7 @@ func (f *fakeSealer) Seal(_ context.Context, r client.SealRequest) (string, time
 	f.seals++
 	f.principals = append(f.principals, r.Principal)
 	f.flows = append(f.flows, r.Flow)
+	f.payloads = append(f.payloads, string(r.Payload))
 	return "SEALED", time.Time{}, f.sealErr
 }
 
@@ -49,7 +54,11 @@ func (f *fakeSealer) Open(_ context.Context, r client.OpenRequest) (*client.Open
 	if f.openErr != nil {
 		return nil, f.openErr
 	}
-	return &client.Opened{Payload: []byte(`{"round":1}`), State: r.State, Flow: &client.Flow{Round: 1, LatestOnly: true}}, nil
+	payload := f.openPayload
+	if payload == nil {
+		payload = []byte(`{"round":1}`)
+	}
+	return &client.Opened{Payload: payload, State: r.State, Flow: &client.Flow{Round: 1, LatestOnly: true}}, nil
 }
 
 // upstream answers every POST with body, counting the calls and keeping
@@ -454,5 +463,207 @@ func TestReasonOf(t *testing.T) {
 		if got := reasonOf(err); got != want {
 			t.Errorf("%v: got %s, want %s", err, got, want)
 		}
+	}
+}
+
+// TestProxy_UpstreamOutputsItCannotReadExactly (issue 35): on the three
+// methods, a message the proxy cannot read exactly, or whose members a
+// client's decoder could read otherwise, becomes a -32603 error, never
+// passed with its plain state; an event without data passes.
+func TestProxy_UpstreamOutputsItCannotReadExactly(t *testing.T) {
+	const first = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`
+	const msg = `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","requestState":"plain-secret"}}`
+	for _, tc := range []struct{ name, contentType, body string }{
+		{"SSE text after the JSON", "text/event-stream", "data: " + msg + " x\n\n"},
+		{"SSE two messages in one event", "text/event-stream", "data: " + msg + "\ndata: " + msg + "\n\n"},
+		{"SSE a message twice on one line", "text/event-stream", "data: " + msg + msg + "\n\n"},
+		{"SSE requestState twice", "text/event-stream", "data: " + strings.Replace(msg, `"requestState"`, `"requestState":"x","requestState"`, 1) + "\n\n"},
+		{"SSE a repeated result", "text/event-stream", "data: " + strings.Replace(msg, `"result"`, `"result":{},"result"`, 1) + "\n\n"},
+		{"JSON requestState twice", "application/json", strings.Replace(msg, `"requestState"`, `"requestState":"x","requestState"`, 1)},
+		{"JSON RequestState", "application/json", strings.Replace(msg, `"requestState"`, `"RequestState"`, 1)},
+		{"JSON request_state", "application/json", strings.Replace(msg, `"requestState"`, `"request_state"`, 1)},
+		{"JSON Result", "application/json", strings.Replace(msg, `"result"`, `"Result"`, 1)},
+		{"JSON InputRequests", "application/json", strings.Replace(msg, `"requestState":"plain-secret"`, `"InputRequests":{"k":{}},"requestState":"plain-secret"`, 1)},
+		{"JSON a result that is not an object", "application/json", `{"jsonrpc":"2.0","id":5,"result":["plain-secret"]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, tc.contentType, tc.body)
+			_, m := post(newProxy(t, up, &fakeSealer{}, nil), first, "Authorization", "Bearer tok")
+			if tc.contentType == "text/event-stream" {
+				req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(first))
+				req.Header.Set("Authorization", "Bearer tok")
+				w := httptest.NewRecorder()
+				newProxy(t, up, &fakeSealer{}, nil).ServeHTTP(w, req)
+				json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(w.Body.String(), "data: "))), &m)
+			}
+			b, _ := json.Marshal(m)
+			if errorCode(m) != "id 5 code -32603" || strings.Contains(string(b), "plain-secret") {
+				t.Errorf("got %s, want a -32603 error for id 5 without the state", b)
+			}
+		})
+	}
+	t.Run("an SSE event without data passes", func(t *testing.T) {
+		up := newUpstream(t, "text/event-stream", "id: 1\ndata:\n\ndata: "+msg+"\n\n")
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(first))
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		newProxy(t, up, &fakeSealer{}, nil).ServeHTTP(w, req)
+		if got := w.Body.String(); !strings.HasPrefix(got, "id: 1\ndata:\n\n") || !strings.Contains(got, `"requestState":"SEALED"`) {
+			t.Errorf("got %q, want the priming event as it was and the state sealed", got)
+		}
+	})
+}
+
+// TestProxy_SSEAnswerLosesTheUpstreamsLength: the rewritten events are
+// longer than the upstream's Content-Length said.
+func TestProxy_SSEAnswerLosesTheUpstreamsLength(t *testing.T) {
+	const data = "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"inputRequests\":{\"k\":{}},\"requestState\":\"p\"}}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		io.WriteString(w, data)
+	}))
+	t.Cleanup(up.Close)
+	fs := &fakeSealer{}
+	srv := httptest.NewServer(newProxy(t, &upstream{Server: up}, fs, func(c *Config) {}))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(got), `"requestState":"SEALED"}}`) {
+		t.Errorf("got %q, %v; want the whole event, its state sealed", got, err)
+	}
+}
+
+// TestProxy_R5_OwnStateForRoundsWithoutOne (issue 35): a round that asks
+// input without a state gets a state of the proxy's own, with no payload,
+// bound to its keys; the retry reaches the upstream without it.
+func TestProxy_R5_OwnStateForRoundsWithoutOne(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","inputRequests":{"k":{}}}}`)
+	fs := &fakeSealer{openPayload: []byte{}}
+	h := newProxy(t, up, fs, nil)
+	_, m := post(h, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`, "Authorization", "Bearer tok")
+	result, _ := m["result"].(map[string]any)
+	if result["requestState"] != "SEALED" || len(fs.payloads) != 1 || fs.payloads[0] != "" || !slices.Equal(fs.flows[0].Asked, []string{"k"}) {
+		t.Fatalf("got %v after seals of %q, flows %+v; want a state of the proxy's own, no payload, asking k", m, fs.payloads, fs.flows)
+	}
+	post(h, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","requestState":"SEALED","inputResponses":{"k":{}}}}`, "Authorization", "Bearer tok")
+	if want := `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","inputResponses":{"k":{}}}}`; up.last != want || !slices.Equal(fs.responded[0], []string{"k"}) {
+		t.Errorf("the upstream got %s, opened with keys %q; want %s, keys k", up.last, fs.responded, want)
+	}
+	for _, result := range []string{`{"resultType":"complete","content":[]}`, `{"inputRequests":{}}`, `{"inputRequests":null}`} {
+		up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":5,"result":`+result+`}`)
+		fs := &fakeSealer{}
+		post(newProxy(t, up, fs, nil), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}}`, "Authorization", "Bearer tok")
+		if fs.seals != 0 {
+			t.Errorf("result %s: %d seals, want none (it asks nothing)", result, fs.seals)
+		}
+	}
+}
+
+func TestCheckHeaders(t *testing.T) {
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},`
+	for _, tc := range []struct {
+		name, params string
+		header       map[string][]string
+		ok           bool
+	}{
+		{"all agree", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"t"}}, true},
+		{"another name", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"u"}}, false},
+		{"no name", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}}, false},
+		{"two names", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"t", "t"}}, false},
+		{"another method", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"prompts/get"}, "Mcp-Name": {"t"}}, false},
+		{"a version other than _meta's", meta + `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2025-06-18"}}, false},
+		{"no version beside _meta's", meta + `"name":"t"`, nil, false},
+		{"an older protocol without the headers", `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2025-06-18"}}, true},
+		{"an older protocol with a wrong name", `"name":"t"`, map[string][]string{"Mcp-Protocol-Version": {"2025-06-18"}, "Mcp-Name": {"u"}}, false},
+		{"no headers, no _meta", `"name":"t"`, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseCall([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + tc.params + `}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checkHeaders(http.Header(tc.header), c); (got == nil) != tc.ok {
+				t.Errorf("got %v, want ok %v", got, tc.ok)
+			}
+		})
+	}
+}
+
+// TestProxy_OwnedHeadersInAnySpelling: the principal header reaches the
+// upstream in its own spelling only, and only in mode header; other
+// spellings of the MCP headers never.
+func TestProxy_OwnedHeadersInAnySpelling(t *testing.T) {
+	for _, mode := range []string{PrincipalBearer, PrincipalHeader} {
+		up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`)
+		h := newProxy(t, up, &fakeSealer{}, func(c *Config) { c.Principal = mode })
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		for _, name := range []string{"X-Sealer-Principal", "X_Sealer_Principal", "X-Sealer_principal", "Mcp_Name", "MCP_METHOD", "Mcp-Protocol_Version"} {
+			req.Header[name] = []string{"v"}
+		}
+		req.Header.Set("Mcp-Name", "kept")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		var got []string
+		for name := range up.hdr {
+			if l := looseHeader(name); l == "xsealerprincipal" || strings.HasPrefix(l, "mcp") {
+				got = append(got, name)
+			}
+		}
+		slices.Sort(got)
+		want := []string{"Mcp-Name"}
+		if mode == PrincipalHeader {
+			want = []string{"Mcp-Name", "X-Sealer-Principal"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the upstream got %q, want %q", mode, got, want)
+		}
+	}
+}
+
+// TestProxy_BodyBounds: a body past the buffered bytes is refused with 503
+// before it is read, and one too slow with 408; the upstream sees neither.
+func TestProxy_BodyBounds(t *testing.T) {
+	up := newUpstream(t, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	p := newProxy(t, up, &fakeSealer{}, func(c *Config) { c.BodyTimeout = time.Second; c.MaxBufferedBytes = 6 << 20 }).(*Proxy)
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	send := func(head, body string) int {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: x\r\n"+head+"\r\n"+body)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Holds 4 MiB (its declared length) while it stalls for the deadline.
+	held := make(chan int)
+	go func() { held <- send("Content-Length: 4194304\r\n", "{") }()
+	for p.buffered.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if got := send("Content-Length: 4194304\r\n", ""); got != http.StatusServiceUnavailable {
+		t.Errorf("a second body of 4 MiB beside one held: got %d, want 503", got)
+	}
+	if got := <-held; got != http.StatusRequestTimeout {
+		t.Errorf("a stalled body: got %d, want 408", got)
+	}
+	if got := send("Content-Length: 5000000\r\n", ""); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("a declared length past the cap: got %d, want 413", got)
+	}
+	if up.calls != 0 {
+		t.Errorf("the upstream got %d calls, want none", up.calls)
 	}
 }

@@ -59,7 +59,10 @@ func TestEventReader_TooLargeIsAnErrorNeverTruncated(t *testing.T) {
 // order mark.
 func FuzzEventReader(f *testing.F) {
 	for _, s := range []string{"data: a\n\n", "event: m\r\ndata: {}\r\n\r\n", "data: a\r\r: c\n\nid: 1", "\n\n\n", "data",
-		"\uFEFFdata: {}\n\n", "\uFEFF\uFEFFdata: a\n\n", "\uFEFF", "\xEF\xBBdata: a\n\n"} {
+		"\uFEFFdata: {}\n\n", "\uFEFF\uFEFFdata: a\n\n", "\uFEFF", "\xEF\xBBdata: a\n\n",
+		"data: {\"id\":1,\"result\":{\"requestState\":\"p\"}} trailing\n\n",
+		"data: {\"id\":1}\ndata: {\"id\":2}\n\n", "data: {\"result\":{\"requestState\":\"p\",\"requestState\":\"q\"}}\r\n\r\n",
+		"id: 1\ndata:\n\n", "data: {\"result\":{\"RequestState\":\"p\"}}\n\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
