@@ -183,12 +183,14 @@ start_build otelcol after helm build_otelcol
 
 # Debian packages: redis-server and redis-cli (redis-tools) for the ledger,
 # fleet and Redis Cluster tests (their Sentinels are redis-server
-# --sentinel); jq and curl for the README's round trip; podman and runc for
-# the container image.
+# --sentinel); jq and curl for the README's round trip; iproute2 for the
+# nemesis test's network namespaces; podman and runc for the container
+# image.
 step "Debian packages"
 apt_install redis-server redis-server
 apt_install redis-cli redis-tools
 apt_install jq jq
+apt_install ip iproute2
 apt_install curl curl
 redis-server --version
 ensure_podman
