@@ -42,13 +42,23 @@
 // result sent elsewhere (on a GET stream, or replayed on resumption) passes
 // as it is, and its plain state is refused when it comes back.
 //
+// A round that asks input without a state gets a state of the proxy's own
+// (no payload), removed from the retry before the upstream sees it. Every
+// state is bound to the proxy's audience (Config.Audience), and a call's
+// MCP headers are checked against its body before its state is opened.
+// Bodies are read within BodyTimeout, and MaxConcurrentRequests and
+// MaxBufferedBytes bound what is held at once.
+//
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
 // named like a JSON-RPC member or like requestState, name, arguments or uri
 // in another case or with '_' or '-' (decoders such as Go's encoding/json
 // match names regardless of case; pydantic models with camelCase aliases and
 // populate_by_name, as in the Python SDK, read request_state too), and on
-// the three methods a member named like inputResponses in another spelling.
+// the three methods a member named like inputResponses in another spelling,
+// and arguments whose member names collide under case folding at any depth.
+// Trailers, and other spellings of the headers the proxy owns or checks,
+// never reach the upstream.
 package proxy
 
 import (
