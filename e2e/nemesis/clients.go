@@ -39,6 +39,7 @@ type Clients struct {
 	seed    uint64
 	digest  []byte
 	stop    chan struct{}
+	stopped sync.Once
 	workers sync.WaitGroup
 	replays sync.WaitGroup
 }
@@ -71,9 +72,9 @@ func (c *Clients) Start(perSealer int) {
 }
 
 // Stop stops the clients and waits for their calls (not the replays they
-// scheduled: Wait).
+// scheduled: Wait). It may be called again, as a cleanup.
 func (c *Clients) Stop() {
-	close(c.stop)
+	c.stopped.Do(func() { close(c.stop) })
 	c.workers.Wait()
 }
 
