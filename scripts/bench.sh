@@ -13,6 +13,8 @@
 #   ONLY=ledger scripts/bench.sh  the embedded ledger beside the durable-append
 #                                 floor and bbolt, one-time Open over gRPC, and
 #                                 sealer-proxy beside a plain reverse proxy
+#   ONLY=nemesis scripts/bench.sh the long nemesis run (about 30 minutes; as
+#                                 root: network namespaces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -24,7 +26,7 @@ mkdir -p "$out/bin"
 apt_install redis-server redis-server
 apt_install gnuplot gnuplot-nox
 apt_install openssl openssl
-[ "${ONLY:-}" = ledger ] || ensure_vault >/dev/null # the ledger section needs no Vault
+case "${ONLY:-}" in ledger | nemesis) ;; *) ensure_vault >/dev/null ;; esac # those sections need no Vault
 go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load ./cmd/sealer-echo
 sealer="$out/bin/sealer"
 load="$out/bin/sealer-load"
@@ -86,6 +88,28 @@ proxy_beside_floor() {
   "$load" -mcp-url "http://$proxy/mcp" -mcp-direct-url "http://$naive/mcp" -mcp-floor-url "http://$floor/mcp" \
     -c 1,16 -d 8s -warmup 2s -repeat 3 -ops mcp-mrtr,mcp-mrtr@floor,mcp-mrtr@direct | tee -a "$out/$name.md"
 }
+
+# --- At most once under a nemesis ----------------------------------------
+# ONLY=nemesis scripts/bench.sh: e2e's TestNemesis_AtMostOnce, long. For
+# each seed of NEMESIS_SEEDS (default 1,2,3), NEMESIS_DURATION (default 4m)
+# of faults on a Redis Cluster and 3 sealers in network namespaces: first
+# as shipped (--ledger-replicas 1, the clock check on), where any double
+# open fails the run; then the same schedules without them, where the
+# checker counts the losses. Histories go to nemesis-safe/ and
+# nemesis-unsafe/ (JSON lines; SEALER_NEMESIS_REPLAY=FILE judges one again).
+if [ "${ONLY:-}" = nemesis ]; then
+  apt_install ip iproute2
+  apt_install redis-cli redis-tools
+  for mode in safe unsafe; do
+    step "nemesis: $mode, seeds ${NEMESIS_SEEDS:-1,2,3}, ${NEMESIS_DURATION:-4m} each"
+    (cd e2e && CI=true SEALER_TEST_LANE=failover SEALER_NEMESIS_SEEDS="${NEMESIS_SEEDS:-1,2,3}" \
+      SEALER_NEMESIS_DURATION="${NEMESIS_DURATION:-4m}" SEALER_NEMESIS_UNSAFE=$([ $mode = unsafe ] && echo 1 || echo 0) \
+      SEALER_NEMESIS_HISTORY_DIR="$out/nemesis-$mode" \
+      go test -count=1 -timeout 120m -run '^TestNemesis_AtMostOnce$' -v .) 2>&1 | tee "$out/nemesis-$mode.txt"
+  done
+  echo "results in $out"
+  exit 0
+fi
 
 # --- The embedded ledger at the disk's limit ------------------------------
 # ONLY=ledger scripts/bench.sh runs this section alone (about 15 minutes at
