@@ -87,13 +87,7 @@ func TestNemesis_AtMostOnce(t *testing.T) {
 	}
 	cfg := nemesisEnv(t)
 	server, cli := testredis.Binary(t), redisCLI(t)
-	bin := filepath.Join(t.TempDir(), "sealer-nemesis")
-	// The test-only clock offset is compiled in only with the nemesis tag.
-	build := exec.Command("go", "build", "-trimpath", "-tags", "nemesis", "-o", bin, "./cmd/sealer")
-	build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags nemesis ./cmd/sealer: %v\n%s", err, out)
-	}
+	bin := nemesisSealer(t)
 	for _, seed := range cfg.seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			runNemesis(t, cfg, seed, bin, server, cli)
