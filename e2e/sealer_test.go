@@ -231,7 +231,9 @@ func TestSealer_R7_ConsumedEntriesAreSweptAfterTheirRetention(t *testing.T) {
 	st := mustSeal(t, a, sealBody("alice", weatherParams, "x", `,"ttl":"1s","oneTime":true`))
 	expectReason(t, a, "open", openBody(st, "alice", weatherParams), "OK")
 	expiry := time.Now().Add(time.Second)
-	swept := func() bool { return strings.Contains(httpGet(t, "http://"+p.HTTP+"/metrics"), "sealer_ledger_swept_total 1") }
+	swept := func() bool {
+		return strings.Contains(httpGet(t, "http://"+p.HTTP+"/metrics"), "sealer_ledger_swept_total 1")
+	}
 	retention := 2*time.Minute + 1500*time.Millisecond
 	time.Sleep(time.Until(expiry.Add(retention - 5*time.Second)))
 	if swept() {
