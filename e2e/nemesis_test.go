@@ -212,12 +212,15 @@ func saveHistory(t *testing.T, cfg nemesisConfig, h *nemesis.History, logs strin
 		return
 	}
 	dir := cfg.historyDir
+	var err error
 	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "sealer-nemesis-"); err != nil {
-			t.Error(err)
-			return
-		}
+		dir, err = os.MkdirTemp("", "sealer-nemesis-")
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		t.Error(err)
+		return
 	}
 	run := fmt.Sprintf("seed-%d-%s", h.Run.Seed, time.Now().UTC().Format("20060102T150405"))
 	path := filepath.Join(dir, "history-"+run+".jsonl")
