@@ -19,6 +19,11 @@
 //	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who, Request: bind,
 //		Payload: progress, Flow: flow.After(opened)}) // opened: nil in round 1
 //
+// Arguments holding two member names equal under case folding ("Item" and
+// "item"), which the digest binds alike in either order while
+// encoding/json reads the last, are refused by Seal and Open before any
+// call to the sealer (ErrNamesCollide, for which Rejected is true).
+//
 // It links no MCP SDK and nothing of the service's storage: the adapter for
 // the official MCP Go SDK (bindings from its request types, with the input
 // keys of the retry; its JSON-RPC error) is the module client/gosdk.
@@ -65,15 +70,29 @@ var (
 	// without one: a release that predates flows, which ignores the request.
 	// The state it sealed is not returned (fail closed).
 	ErrNoFlow = errors.New("sealer: the sealer sealed no flow (a release without flows?)")
+	// ErrNamesCollide means a binding's arguments hold, in one object at any
+	// depth, two member names equal under case folding ("Item" and "item":
+	// mcpdigest.NamesCollide). The digest binds both orders of such members
+	// alike, while a handler that decodes the arguments with encoding/json
+	// reads the last of them, so Seal and Open refuse the binding before
+	// any call to the sealer (FORMAT.md, "Case in the arguments"). It is the
+	// MCP client's error: Rejected is true for it. It wraps
+	// sealer.ErrArgument, as the digest's other refusals do.
+	ErrNamesCollide = fmt.Errorf("%w: arguments hold member names that differ only in case", sealer.ErrArgument)
 )
 
-// Rejected reports whether err means the state must be refused to the MCP
-// client: not authentic, expired, another principal's, another request's,
-// already consumed, answered with other input keys than its round asked, or
-// of a flow past its deadline or out of rounds (from Open, or from a Seal
-// that continues it). Other errors are the sealer's or the network's; the
-// MCP server should report them as its own failure.
+// Rejected reports whether err means the request must be refused to the
+// MCP client (JSON-RPC invalid params, -32602): a state not authentic,
+// expired, another principal's, another request's, already consumed,
+// answered with other input keys than its round asked, or of a flow past
+// its deadline or out of rounds (from Open, or from a Seal that continues
+// it); or arguments whose member names differ only in case
+// (ErrNamesCollide, from Seal or Open). Other errors are the sealer's or the
+// network's; the MCP server should report them as its own failure.
 func Rejected(err error) bool {
+	if errors.Is(err, ErrNamesCollide) {
+		return true
+	}
 	for _, r := range reasons.Table {
 		if r.Rejects && errors.Is(err, r.Err) {
 			return true
@@ -184,7 +203,9 @@ func ResourceRead(uri string) Binding {
 // runs on params (package mcpdigest): 32 bytes on the wire instead of the
 // params, twice per round trip, and no Struct to encode or decode on either
 // side. Other languages send params and let the sealer digest them; the
-// digests are the same (FORMAT.md, "Request digest").
+// digests are the same (FORMAT.md, "Request digest"). It refuses arguments
+// whose names collide (ErrNamesCollide); a Digest of the caller's own is
+// sent as it is.
 func (b Binding) proto() (*sealerv1.Binding, error) {
 	if b.Digest != nil {
 		return &sealerv1.Binding{Digest: b.Digest}, nil
@@ -196,7 +217,29 @@ func (b Binding) proto() (*sealerv1.Binding, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	if b.namesCollide() {
+		return nil, ErrNamesCollide
+	}
 	return &sealerv1.Binding{Digest: d[:]}, nil
+}
+
+// namesCollide applies mcpdigest.NamesCollide to the arguments of Params,
+// which the digest has already read: JSON text as received, or a value
+// encoding/json encodes.
+func (b Binding) namesCollide() bool {
+	m, _ := mcpdigest.Salient(b.Method)
+	v, ok := b.Params[m.Arguments]
+	if m.Arguments == "" || !ok {
+		return false
+	}
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return false // the digest encoded it: not reached
+		}
+	}
+	return mcpdigest.NamesCollide(raw)
 }
 
 // RequestDigest returns the MCP request digest of Method and Params

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
@@ -379,5 +382,82 @@ func TestBindingDigest_Limits(t *testing.T) {
 				t.Fatalf("client %v, sealer %v", err, errSealer)
 			}
 		})
+	}
+}
+
+// countingSealer counts the calls that reach it and seals nothing.
+type countingSealer struct {
+	sealerv1.UnimplementedSealerServer
+	calls atomic.Int32
+}
+
+func (c *countingSealer) Seal(context.Context, *sealerv1.SealRequest) (*sealerv1.SealResponse, error) {
+	c.calls.Add(1)
+	return &sealerv1.SealResponse{RequestState: "S", ExpiresAt: timestamppb.Now()}, nil
+}
+
+func (c *countingSealer) Open(context.Context, *sealerv1.OpenRequest) (*sealerv1.OpenResponse, error) {
+	c.calls.Add(1)
+	return &sealerv1.OpenResponse{IssuedAt: timestamppb.Now(), ExpiresAt: timestamppb.Now()}, nil
+}
+
+// Issue 35: bindings whose arguments hold member names that differ only in
+// case, at any depth, are refused by Seal and Open before the sealer is
+// called, as the MCP client's error (Rejected, -32602); the same names in
+// sibling objects, or with other separators, reach it.
+func TestClient_ArgumentNamesCollide(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &countingSealer{}
+	gs := grpc.NewServer()
+	sealerv1.RegisterSealerServer(gs, fake)
+	go gs.Serve(l)
+	defer gs.Stop()
+	sc, err := Dial(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		bind    Binding
+		refused bool
+	}{
+		{"tools/call", ToolCall("buy", []byte(`{"Item":"car","item":"pen"}`)), true},
+		{"tools/call, deep", ToolCall("buy", []byte(`{"o":[{"x":{"sku":1,"SKU":2}}]}`)), true},
+		{"tools/call, long s", ToolCall("buy", []byte(`{"size":1,"ſize":2}`)), true},
+		{"prompts/get", PromptGet("p", map[string]string{"Item": "car", "item": "pen"}), true},
+		{"by hand, a map", Binding{Method: "tools/call", Params: map[string]any{"name": "buy", "arguments": map[string]any{"a": map[string]any{"K": 1, "k": 2}}}}, true},
+		{"tools/call, siblings", ToolCall("buy", []byte(`{"a":{"x":1},"b":{"X":1}}`)), false},
+		{"tools/call, separators", ToolCall("buy", []byte(`{"item_id":1,"itemId":2}`)), false},
+		{"prompts/get, one of each", PromptGet("p", map[string]string{"item": "pen"}), false},
+		{"a digest of the caller's own", Binding{Digest: make([]byte, 32)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := fake.calls.Load()
+			_, _, errSeal := sc.Seal(ctx, SealRequest{Principal: "alice", Request: tc.bind})
+			_, errOpen := sc.Open(ctx, OpenRequest{State: "S", Principal: "alice", Request: tc.bind})
+			calls := fake.calls.Load() - before
+			for op, err := range map[string]error{"Seal": errSeal, "Open": errOpen} {
+				if tc.refused && (!errors.Is(err, ErrNamesCollide) || !Rejected(err) || !errors.Is(err, sealer.ErrArgument)) {
+					t.Errorf("%s: got %v, want ErrNamesCollide, Rejected, wrapping sealer.ErrArgument", op, err)
+				}
+				if !tc.refused && err != nil {
+					t.Errorf("%s: got %v, want no error", op, err)
+				}
+			}
+			if want := map[bool]int32{true: 0, false: 2}[tc.refused]; calls != want {
+				t.Errorf("the sealer was called %d times, want %d", calls, want)
+			}
+		})
+	}
+	// The digest itself is unchanged: both orders bind alike.
+	a, errA := ToolCall("buy", []byte(`{"Item":"car","item":"pen"}`)).RequestDigest()
+	b, errB := ToolCall("buy", []byte(`{"item":"pen","Item":"car"}`)).RequestDigest()
+	if errA != nil || errB != nil || a != b {
+		t.Errorf("digests %v (%v) and %v (%v), want equal", a, errA, b, errB)
 	}
 }

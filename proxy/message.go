@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -149,66 +148,6 @@ func (o *object) del(name string) {
 			return
 		}
 	}
-}
-
-// foldCollides reports whether an object anywhere in the valid JSON value v
-// has two member names equal under case folding (foldName). Go's
-// encoding/json reads such members as one, the last it meets, so the
-// upstream would read two objects that the digest (which sorts members)
-// binds alike in two ways. Names that differ by '_' or '-' do not collide:
-// neither encoding/json nor pydantic (alias and field name, populate_by_name)
-// reads them by their order.
-func foldCollides(v []byte) bool {
-	i := skipSpace(v, 0)
-	if i == len(v) || (v[i] != '{' && v[i] != '[') {
-		return false
-	}
-	var seen map[string]bool
-	isObject := v[i] == '{'
-	for i = skipSpace(v, i+1); v[i] != '}' && v[i] != ']'; {
-		if isObject {
-			end := stringEnd(v, i)
-			name, _ := memberName(v[i:end])
-			key := foldName(name)
-			if seen[key] {
-				return true
-			}
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			seen[key] = true
-			i = skipSpace(v, skipSpace(v, end)+1) // past the colon
-		}
-		end := valueEnd(v, i)
-		if foldCollides(v[i:end]) {
-			return true
-		}
-		if i = skipSpace(v, end); v[i] == ',' {
-			i = skipSpace(v, i+1)
-		}
-	}
-	return false
-}
-
-// foldName maps name to one key for all its case variants: each character
-// to the least of the simple case folding orbit of its lower case's upper
-// case. It goes past encoding/json's own fold (ı and İ fold to I here, as
-// in mcpdigest.CaseVariant), so it refuses at least what that decoder
-// merges.
-func foldName(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			return r
-		}
-		least := unicode.ToUpper(unicode.ToLower(r))
-		for f := unicode.SimpleFold(least); f != least; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		return least
-	}, name)
 }
 
 // variant reports whether a member is named like one of names but is not
@@ -376,8 +315,10 @@ func parseCall(body []byte) (*call, error) {
 	if err != nil {
 		return c, errBindParams
 	}
-	// The digest has bounded the arguments' depth (FORMAT.md, step 4).
-	if args, ok := c.params.get("arguments"); ok && salient.Arguments != "" && foldCollides(args) {
+	// The digest binds both orders of members whose names differ only in
+	// case; an upstream's decoder may not read them alike (FORMAT.md, "Case
+	// in the arguments").
+	if args, ok := c.params.get("arguments"); ok && salient.Arguments != "" && mcpdigest.NamesCollide(args) {
 		return c, errArgsFold
 	}
 	c.binding = &client.Binding{Digest: d[:], Responded: responded}

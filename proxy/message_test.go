@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -225,7 +226,7 @@ func FuzzParseCall(f *testing.F) {
 				t.Fatalf("accepted beside a state: the envelope member %q", n)
 			}
 		}
-		if args, ok := c.params.get("arguments"); ok && foldCollides(args) {
+		if args, ok := c.params.get("arguments"); ok && mcpdigest.NamesCollide(args) {
 			t.Fatalf("accepted beside a state: arguments %s with names that collide under case folding", args)
 		}
 		for _, n := range c.params.names {
@@ -355,6 +356,38 @@ func BenchmarkParseObject(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := bc.parse(msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseCall judges a tools/call retry as the proxy receives it:
+// small arguments, and arguments of 600 members in nested objects, which
+// the case-collision rule walks at every depth.
+func BenchmarkParseCall(b *testing.B) {
+	var big strings.Builder
+	big.WriteString(`{`)
+	for i := range 100 {
+		if i > 0 {
+			big.WriteString(`,`)
+		}
+		fmt.Fprintf(&big, `"item_%d":{"sku":"A-%d","Quantity":%d,"note":"x","tags":["a","b"]}`, i, i, i)
+	}
+	big.WriteString(`}`)
+	for _, bc := range []struct{ name, args string }{
+		{"small", `{"city":"Paris","units":"metric"}`},
+		{"600 members", big.String()},
+	} {
+		msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_weather","arguments":` + bc.args + `,` +
+			`"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":"` + strings.Repeat("A", 600) + `",` +
+			`"_meta":{"progressToken":"p-1"}}}`)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(msg)))
+			for b.Loop() {
+				if _, err := parseCall(msg); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/mcp-sealer/sealer v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -23,7 +24,6 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -5,6 +5,14 @@
 // It is a module of its own, so that the client does not pull the SDK into
 // programs that do not use it.
 //
+// The SDK hands a tool its arguments as received, and a handler that decodes
+// them with encoding/json matches member names regardless of case, the last
+// one winning; the digest binds both orders of "Item" and "item" alike. So
+// Seal and Open refuse a binding whose arguments hold two names equal under
+// case folding, at any depth, before calling the sealer:
+// client.ErrNamesCollide, for which client.Rejected is true, so the handler
+// below answers it with -32602 and does not act.
+//
 //	opened, err := sc.Open(ctx, client.OpenRequest{
 //		State: req.Params.RequestState, Principal: who, Request: gosdk.ToolCall(req.Params)})
 //	if client.Rejected(err) {
@@ -17,6 +25,8 @@
 package gosdk
 
 import (
+	"errors"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -48,9 +58,15 @@ func ResourceRead(p *mcp.ReadResourceParams) client.Binding {
 	return b
 }
 
-// InvalidParams returns the JSON-RPC error an MCP server answers for a
-// rejected state: code -32602, as a bare *jsonrpc.Error, which the Go SDK
-// sends as a JSON-RPC error (a wrapped error would become a tool result).
+// InvalidParams returns the JSON-RPC error an MCP server answers for an
+// error for which client.Rejected is true, a rejected state or colliding
+// arguments (client.ErrNamesCollide): code -32602, as a bare
+// *jsonrpc.Error, which the Go SDK sends as a JSON-RPC error (a wrapped
+// error would become a tool result).
 func InvalidParams(err error) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: " + err.Error()}
+	what := "invalid requestState: "
+	if errors.Is(err, client.ErrNamesCollide) {
+		what = "invalid params: "
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: what + err.Error()}
 }

@@ -1,13 +1,16 @@
 package gosdk_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 
 	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/client/gosdk"
@@ -64,5 +67,42 @@ func TestInvalidParams(t *testing.T) {
 	var rpc *jsonrpc.Error
 	if !errors.As(error(e), &rpc) || rpc.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("got %#v, want a JSON-RPC -32602 error", e)
+	}
+}
+
+// noSealer fails the test on any call to the sealer.
+type noSealer struct{ t *testing.T }
+
+func (n noSealer) Invoke(_ context.Context, method string, _, _ any, _ ...grpc.CallOption) error {
+	n.t.Errorf("the sealer was called: %s", method)
+	return errors.New("no sealer")
+}
+
+func (n noSealer) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errors.New("no sealer")
+}
+
+// Issue 35: the SDK's params whose arguments hold names that differ only in
+// case (a tool decoding them with encoding/json reads the last) are refused
+// before the sealer is called, as a rejection answered with -32602.
+func TestBindingsRefuseCollidingArguments(t *testing.T) {
+	sc := client.New(noSealer{t})
+	ctx := context.Background()
+	for name, bind := range map[string]client.Binding{
+		"tools/call":  gosdk.ToolCall(&mcp.CallToolParamsRaw{Name: "buy", Arguments: json.RawMessage(`{"Item":"car","item":"pen"}`)}),
+		"nested":      gosdk.ToolCall(&mcp.CallToolParamsRaw{Name: "buy", Arguments: json.RawMessage(`{"cart":[{"sku":"a","SKU":"b"}]}`)}),
+		"prompts/get": gosdk.PromptGet(&mcp.GetPromptParams{Name: "p", Arguments: map[string]string{"Item": "car", "item": "pen"}}),
+	} {
+		_, _, errSeal := sc.Seal(ctx, client.SealRequest{Principal: "alice", Request: bind})
+		_, errOpen := sc.Open(ctx, client.OpenRequest{State: "s", Principal: "alice", Request: bind})
+		for op, err := range map[string]error{"Seal": errSeal, "Open": errOpen} {
+			if !errors.Is(err, client.ErrNamesCollide) || !client.Rejected(err) {
+				t.Errorf("%s, %s: got %v, want client.ErrNamesCollide, Rejected", name, op, err)
+				continue
+			}
+			if e := gosdk.InvalidParams(err); e.Code != jsonrpc.CodeInvalidParams || !strings.HasPrefix(e.Message, "invalid params: ") {
+				t.Errorf("%s, %s: answered %d %q, want -32602 invalid params", name, op, e.Code, e.Message)
+			}
+		}
 	}
 }

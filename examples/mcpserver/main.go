@@ -6,6 +6,7 @@
 //
 //	get_weather      two rounds; the state is bound to the location argument
 //	approve_payment  a one-time state: the retry works once
+//	buy              a one-time state; decodes its arguments with encoding/json
 //
 // Every state is a round of a flow (client.FlowRequest): latest-only, and
 // bound to the keys of the inputRequests it answers, so a client can neither

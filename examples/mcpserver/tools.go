@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -36,6 +39,9 @@ func newServer(g *guard) *mcp.Server {
 
 	mcp.AddTool(s, &mcp.Tool{Name: "get_weather", Description: "asks for units; the state is bound to the location"}, g.weather)
 	mcp.AddTool(s, &mcp.Tool{Name: "approve_payment", Description: "asks for approval; the state opens once"}, g.approvePayment)
+	s.AddTool(&mcp.Tool{Name: "buy", Description: "quotes an item, then sells it once confirmed; decodes its arguments with encoding/json",
+		InputSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+			"item": {Type: "string"}, "price": {Type: "number"}}}}, g.buy)
 	return s
 }
 
@@ -207,4 +213,34 @@ func (g *guard) approvePayment(ctx context.Context, req *mcp.CallToolRequest, ar
 		return text(fmt.Sprintf("Paid %.2f", args.Amount)), nil, nil
 	}
 	return g.askTool(ctx, req, opened, progress{Tool: "approve_payment"}, mcp.InputRequestMap{"approve": confirm()}, true)
+}
+
+// buyArgs are decoded with encoding/json, as go-sdk's toolschemas example
+// decodes a raw tool's arguments: it matches names regardless of case, the
+// last member winning, so {"Item":"car","item":"pen"} reads pen and the
+// same members swapped read car, under one digest. The bindings refuse such
+// arguments (client.ErrNamesCollide), so the quote and the sale read alike.
+type buyArgs struct {
+	Item  string  `json:"item"`
+	Price float64 `json:"price"`
+}
+
+// buy quotes an item and asks to confirm the purchase (a one-time state),
+// then sells it.
+func (g *guard) buy(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var st progress
+	opened, err := g.openTool(ctx, req, &st)
+	if err != nil {
+		return nil, err
+	}
+	var args buyArgs
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid arguments"}
+	}
+	if opened != nil && accepted(req.Params.InputResponses, "confirm") != nil {
+		return text(fmt.Sprintf("SOLD %s for %.2f", args.Item, args.Price)), nil
+	}
+	ask := &mcp.ElicitParams{Message: fmt.Sprintf("Buy %s for %.2f?", args.Item, args.Price), RequestedSchema: confirm().RequestedSchema}
+	r, _, err := g.askTool(ctx, req, opened, progress{Tool: "buy"}, mcp.InputRequestMap{"confirm": ask}, true)
+	return r, err
 }
