@@ -544,7 +544,8 @@ func TestProxy_Hostile_MalformedRetryDoesNotSpendItsRound(t *testing.T) {
 // upstream that asks with inputRequests and no requestState gets a state
 // of the proxy's own on its round, bound to the asked keys and removed
 // before the retry reaches it: an unasked answer, or the state of another
-// principal, never reaches the upstream.
+// principal, never reaches the upstream. Answers without any state pass
+// unbound.
 func TestProxy_Hostile_RoundsWithoutStateAreBound(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
@@ -581,5 +582,13 @@ func TestProxy_Hostile_RoundsWithoutStateAreBound(t *testing.T) {
 	}
 	if _, ok := up.last(t).params["requestState"]; ok {
 		t.Errorf("the upstream received the proxy's own state: %s", up.last(t).params["requestState"])
+	}
+	// What stays unbound (docs/PROXY.md): answers without any state reach
+	// the upstream as received. The conformance suite's ignore-extra-params
+	// wants such a call completed, which removing them would not give.
+	before := up.calls()
+	_, body = mcpPost(t, url, "tools/call", "greet", toolParams("greet", `{}`, "", "user_name", "extra"), nil)
+	if a := parseAnswer(t, body); a.String() != "complete hello, answers 2" || up.calls() != before+1 {
+		t.Errorf("answers without a state: got %s, %d upstream calls; want complete hello, answers 2, one", a, up.calls()-before)
 	}
 }
