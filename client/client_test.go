@@ -401,25 +401,33 @@ func (c *countingSealer) Open(context.Context, *sealerv1.OpenRequest) (*sealerv1
 	return &sealerv1.OpenResponse{IssuedAt: timestamppb.Now(), ExpiresAt: timestamppb.Now()}, nil
 }
 
+// dialFake serves impl on loopback for the test and returns a client of
+// it; both stop at cleanup.
+func dialFake(t *testing.T, impl sealerv1.SealerServer) *Client {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	sealerv1.RegisterSealerServer(gs, impl)
+	go gs.Serve(l)
+	t.Cleanup(gs.Stop)
+	sc, err := Dial(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close() })
+	return sc
+}
+
 // Issue 35: bindings whose arguments hold member names that differ only in
 // case, at any depth, are refused by Seal and Open before the sealer is
 // called, as the MCP client's error (Rejected, -32602); the same names in
 // sibling objects, or with other separators, reach it.
 func TestClient_ArgumentNamesCollide(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fake := &countingSealer{}
-	gs := grpc.NewServer()
-	sealerv1.RegisterSealerServer(gs, fake)
-	go gs.Serve(l)
-	defer gs.Stop()
-	sc, err := Dial(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
+	sc := dialFake(t, fake)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string

@@ -3,14 +3,11 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
@@ -166,19 +163,7 @@ func (noFlowSealer) Seal(context.Context, *sealerv1.SealRequest) (*sealerv1.Seal
 // A Seal that asks for a flow fails closed against a sealer that ignores
 // it: no state, ErrNoFlow, which is the sealer's failure, not a refusal.
 func TestClient_SealFailsClosedWithoutAFlow(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	sealerv1.RegisterSealerServer(gs, noFlowSealer{})
-	go gs.Serve(l)
-	defer gs.Stop()
-	sc, err := Dial(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
+	sc := dialFake(t, noFlowSealer{})
 	call := ToolCall("t", nil)
 	state, _, err := sc.Seal(context.Background(), SealRequest{Principal: "alice", Request: call, Flow: &FlowRequest{LatestOnly: true}})
 	if state != "" || !errors.Is(err, ErrNoFlow) || Rejected(err) {
