@@ -176,9 +176,10 @@ func metric(t *testing.T, p *proc, name string) float64 {
 // stopped accepting the state long before (EXPIRED), while one 3 minutes
 // behind still accepts it when the entry is gone: it opens the state a
 // second time. With the check on, the replica 3 minutes behind refuses.
-// The test waits out the retention (about 2 minutes), beside the others.
+// The test waits out the retention (about 2 minutes), beside the other
+// waiting tests of the failover lane.
 func TestClock_R6_WhatTheRetentionLeavesToTheCheck(t *testing.T) {
-	testenv.Lane(t, testenv.LaneE2E)
+	testenv.Lane(t, testenv.LaneFailover)
 	t.Parallel()
 	srv := testredis.Start(t, false)
 	ps := fleet(t, 1, srv.URL())

@@ -222,9 +222,10 @@ func httpGet(t *testing.T, url string) string {
 // TestSealer_R7_ConsumedEntriesAreSweptAfterTheirRetention: a consumed
 // state's ledger entry goes once its retention past the state's expiry is
 // over (2m plus the ledger timeout and a second, whatever --skew: see
-// ledgerRetention), not before. The test waits it out beside the others.
+// ledgerRetention), not before. The test waits it out beside the other
+// waiting tests of the failover lane.
 func TestSealer_R7_ConsumedEntriesAreSweptAfterTheirRetention(t *testing.T) {
-	testenv.Lane(t, testenv.LaneE2E)
+	testenv.Lane(t, testenv.LaneFailover)
 	t.Parallel()
 	p := start(t, t.TempDir(), "--skew", "100ms", "--sweep-interval", "200ms")
 	a := newGRPC(t, p)

@@ -75,7 +75,9 @@ const (
 	LaneE2E = "e2e"
 	// LaneShown: those whose figures the docs quote, run verbosely last.
 	LaneShown = "shown"
-	// LaneFailover: the Redis failovers, which wait on Redis for minutes.
+	// LaneFailover: the Redis failovers and the nemesis, which wait on
+	// Redis for minutes, and the tests that wait out a ledger retention
+	// (in parallel, at the lane's end).
 	LaneFailover = "failover"
 	// LaneConformance: the MCP conformance scenarios, without the race
 	// detector.
