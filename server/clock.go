@@ -107,14 +107,15 @@ func (c *clockCheck) offset() float64 {
 	return 0
 }
 
-// measure measures once and keeps the reading; a failed measurement keeps
-// the last reading, which goes stale (refusal). The offset counts as
-// beyond only when it is beyond by more than the margin of error.
-func (c *clockCheck) measure(ctx context.Context) {
+// measure measures once, keeps the reading and reports whether it got
+// one; a failed measurement keeps the last reading, which goes stale
+// (refusal). The offset counts as beyond only when it is beyond by more
+// than the margin of error.
+func (c *clockCheck) measure(ctx context.Context) bool {
 	offset, margin, err := c.meter.ClockOffset(ctx)
 	if err != nil {
 		c.failed.log(c.log, err)
-		return
+		return false
 	}
 	r := &clockReading{at: time.Now(), offset: offset}
 	if offset.Abs()-margin > c.limit {
@@ -128,18 +129,22 @@ func (c *clockCheck) measure(ctx context.Context) {
 			c.log.Info("clock back within its limit from the ledger's", "offset", offset.String(), "limit", c.limit.String())
 		}
 	}
+	return true
 }
 
-// run measures every ClockCheckEvery until ctx is done.
+// run measures every ClockCheckEvery until ctx is done, and ten times as
+// often after a failed measurement: once the ledger is back (a failover),
+// a stale reading must not refuse consumes the ledger would take.
 func (c *clockCheck) run(ctx context.Context) error {
-	t := time.NewTicker(ClockCheckEvery)
-	defer t.Stop()
 	for {
-		c.measure(ctx)
+		next := ClockCheckEvery
+		if !c.measure(ctx) {
+			next /= 10
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(next):
 		}
 	}
 }
