@@ -134,17 +134,22 @@ func (c *clockCheck) measure(ctx context.Context) bool {
 
 // run measures every ClockCheckEvery until ctx is done, and ten times as
 // often after a failed measurement: once the ledger is back (a failover),
-// a stale reading must not refuse consumes the ledger would take.
+// a stale reading must not refuse consumes the ledger would take. The
+// first measurement is start-up's (openParts), so run waits first.
 func (c *clockCheck) run(ctx context.Context) error {
+	next := ClockCheckEvery
+	if c.last.Load() == nil {
+		next /= 10
+	}
 	for {
-		next := ClockCheckEvery
-		if !c.measure(ctx) {
-			next /= 10
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(next):
+		}
+		next = ClockCheckEvery
+		if !c.measure(ctx) {
+			next /= 10
 		}
 	}
 }
