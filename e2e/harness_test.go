@@ -154,7 +154,16 @@ func startBinary(t *testing.T, binary string, env []string, dataDir string, flag
 		cmd.Process.Kill()
 		t.Fatalf("sealer did not listen within 15s:\n%s", p.logs)
 	}
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+			if t.Failed() { // a sealer that died under a failed test: say how
+				t.Logf("the sealer %s exited: %v; its log:\n%s", binary, p.exitErr, p.logs)
+			}
+		default:
+			p.kill()
+		}
+	})
 	return p
 }
 

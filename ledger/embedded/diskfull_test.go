@@ -5,18 +5,20 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/ledger/embedded"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // When the disk fills, writes are refused ErrUnavailable from the first
 // that finds no room (those before it used room Pebble had set aside for
-// its log), every win stays consumed, and once there is room again the
-// ledger reopens itself and takes writes.
+// its log) for as long as it stays full, every win stays consumed, and
+// once there is room again the ledger reopens itself and takes writes.
 func TestEmbedded_DiskFull_RefusesThenHeals(t *testing.T) {
 	dir := testenv.Tmpfs(t, 32<<20)
 	l := open(t, filepath.Join(dir, "ledger"))
@@ -50,6 +52,14 @@ func TestEmbedded_DiskFull_RefusesThenHeals(t *testing.T) {
 	if err := l.Consume(ctx, "t", before, until); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("a consumed state on a full disk: got %v, want ErrUnavailable", err)
 	}
+	// The ledger tries to reopen itself once a second: with the disk still
+	// full it must go on refusing, and never end the process (Pebble ends
+	// it when it cannot write its manifest).
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := l.Consume(ctx, "t", sealer.StateID{4}, until); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Fatalf("a consume while the disk stays full: got %v, want ErrUnavailable", err)
+		}
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +78,20 @@ func TestEmbedded_DiskFull_RefusesThenHeals(t *testing.T) {
 		}
 	}
 	t.Logf("on the full disk: %d consumes won in room set aside, then %d refused; healed, every win still consumed", len(won), refused)
+}
+
+// On a file system without room the store is not opened: a clear error,
+// where Pebble would open it and then end the process when it could not
+// write its manifest.
+func TestEmbedded_DiskFull_NotOpenedWithoutRoom(t *testing.T) {
+	dir := testenv.Tmpfs(t, 16<<20)
+	testenv.Fill(t, dir)
+	l, err := embedded.Open(filepath.Join(dir, "ledger"), nil)
+	if err == nil {
+		l.Close()
+		t.Fatal("opened on a full disk")
+	}
+	if !strings.Contains(err.Error(), "needed to open the store") {
+		t.Fatalf("on a full disk: got %v, want how much room is needed", err)
+	}
 }

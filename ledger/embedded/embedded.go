@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
@@ -62,9 +65,9 @@ const stripes = 4096
 // A commit that fails (the disk is full, or failing) leaves Pebble unable
 // to commit again, so a failure breaks the ledger: every call is refused
 // ErrUnavailable, and [Ledger.Err] says why, while a goroutine closes the
-// store and opens it again, as often as it takes. Opening replays the log,
-// which keeps every consume that was answered and none of those refused,
-// and it succeeds once the disk has room again: the ledger heals itself.
+// store and opens it again once the disk has room (see [room]). Opening
+// replays the log, which keeps every consume that was answered and none of
+// those refused: the ledger heals itself.
 type Ledger struct {
 	dir  string
 	opts *pebble.Options
@@ -94,12 +97,19 @@ func Open(dir string, log *slog.Logger) (*Ledger, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts := &pebble.Options{
+		FS:           vfs.Default,
 		Logger:       pebbleLogger{log},
 		MemTableSize: 64 << 20, // fewer flushes under load; a restart replays at most this much log
 		BytesPerSync: 1 << 20,
 		CacheSize:    32 << 20, // the filter and index blocks of about 10 M entries
 	}
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10) // and every level below, by default
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ledger: %v", err)
+	}
+	if err := room(opts.FS, dir); err != nil {
+		return nil, err
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %v", dir, err)
@@ -116,9 +126,8 @@ func (l *Ledger) fail(err error) {
 }
 
 // reopen closes the store of the broken ledger and opens it again, once
-// every reopenEvery until it succeeds or the ledger is closed. Opening may
-// wait while the disk is full (Pebble retries the flush of the log it
-// replays); calls meanwhile are refused, not held.
+// there is room, trying every reopenEvery until it succeeds or the ledger
+// is closed; calls meanwhile are refused, not held.
 func (l *Ledger) reopen() {
 	defer l.reopening.Store(false)
 	l.life.Lock()
@@ -127,8 +136,16 @@ func (l *Ledger) reopen() {
 		l.db = nil
 	}
 	l.life.Unlock()
+	waiting := false
 	for {
 		time.Sleep(reopenEvery)
+		if err := room(l.opts.FS, l.dir); err != nil {
+			if !waiting {
+				l.log.Error("ledger waits for room to reopen", "cause", err.Error())
+				waiting = true
+			}
+			continue
+		}
 		db, err := pebble.Open(l.dir, l.opts)
 		l.life.Lock()
 		switch {
@@ -149,6 +166,38 @@ func (l *Ledger) reopen() {
 		l.log.Info("ledger reopened after a failure")
 		return
 	}
+}
+
+// roomMargin is the free space opening the store needs beside its log:
+// a new manifest, options file and log.
+const roomMargin = 8 << 20
+
+// room returns an error unless the file system of dir has room to open the
+// store in dir: opening replays the log into a table and records it in the
+// manifest, and Pebble ends the process when it cannot write its manifest,
+// so a store is opened only with room for the table the log becomes and a
+// margin. (Nothing keeps another process from filling the disk a moment
+// later: Pebble then ends the process, and the log keeps every answered
+// consume.)
+func room(fs vfs.FS, dir string) error {
+	du, err := fs.GetDiskUsage(dir)
+	if err != nil {
+		return fmt.Errorf("ledger: %v", err)
+	}
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return fmt.Errorf("ledger: %v", err)
+	}
+	need := uint64(roomMargin)
+	for _, name := range logs {
+		if fi, err := os.Stat(name); err == nil {
+			need += uint64(fi.Size())
+		}
+	}
+	if du.AvailBytes < need {
+		return fmt.Errorf("ledger: %s: %d KiB free, %d KiB needed to open the store", dir, du.AvailBytes>>10, need>>10)
+	}
+	return nil
 }
 
 // Close closes the store; calls after it fail with ErrUnavailable.
