@@ -49,7 +49,8 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 			})
 		}
 		// A broken ledger (a commit failed: the disk full or failing)
-		// refuses every one-time open until a restart: readiness says so.
+		// refuses every one-time open until it has reopened its store:
+		// readiness says so.
 		ping := func(context.Context) error { return l.Err() }
 		return &openedLedger{Ledger: l, ping: ping, run: sweep, name: "embedded", close: l.Close}, nil
 	}
