@@ -19,7 +19,13 @@ import (
 
 func newRedis(t *testing.T, url string) *redis.Ledger {
 	t.Helper()
-	r, err := redis.New(redis.Options{URL: url, Timeout: 300 * time.Millisecond})
+	return newRedisWithin(t, url, 300*time.Millisecond)
+}
+
+// newRedisWithin is newRedis with the ledger's timeout.
+func newRedisWithin(t *testing.T, url string, timeout time.Duration) *redis.Ledger {
+	t.Helper()
+	r, err := redis.New(redis.Options{URL: url, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +48,10 @@ func TestRedis_Conformance(t *testing.T) {
 
 func TestRedis_R6_ConsumedSurvivesRestartWithPersistence(t *testing.T) {
 	srv := testredis.Start(t, true)
-	r := newRedis(t, srv.URL())
+	// Each write waits for Redis's fsync (appendfsync always), which a disk
+	// busy with other tests may hold past newRedis's 300 ms; refusals of a
+	// stopped server come at once, whatever the timeout.
+	r := newRedisWithin(t, srv.URL(), 5*time.Second)
 	id := sealer.StateID{9}
 	if err := r.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
