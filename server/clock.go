@@ -137,19 +137,17 @@ func (c *clockCheck) measure(ctx context.Context) bool {
 // a stale reading must not refuse consumes the ledger would take. The
 // first measurement is start-up's (openParts), so run waits first.
 func (c *clockCheck) run(ctx context.Context) error {
-	next := ClockCheckEvery
-	if c.last.Load() == nil {
-		next /= 10
-	}
+	measured := c.last.Load() != nil
 	for {
+		next := ClockCheckEvery
+		if !measured {
+			next /= 10
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(next):
 		}
-		next = ClockCheckEvery
-		if !c.measure(ctx) {
-			next /= 10
-		}
+		measured = c.measure(ctx)
 	}
 }

@@ -15,9 +15,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +64,7 @@ const stripes = 4096
 // A commit that fails (the disk is full, or failing) leaves Pebble unable
 // to commit again, so a failure breaks the ledger: every call is refused
 // ErrUnavailable, and [Ledger.Err] says why, while a goroutine closes the
-// store and opens it again once the disk has room (see [room]). Opening
+// store and opens it again once the disk has room (see [openStore]). Opening
 // replays the log, which keeps every consume that was answered and none of
 // those refused: the ledger heals itself.
 type Ledger struct {
@@ -104,15 +103,9 @@ func Open(dir string, log *slog.Logger) (*Ledger, error) {
 		CacheSize:    32 << 20, // the filter and index blocks of about 10 M entries
 	}
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10) // and every level below, by default
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("ledger: %v", err)
-	}
-	if err := room(opts.FS, dir); err != nil {
-		return nil, err
-	}
-	db, err := pebble.Open(dir, opts)
+	db, err := openStore(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: open %s: %v", dir, err)
+		return nil, err
 	}
 	return &Ledger{dir: dir, opts: opts, log: log, db: db, seed: maphash.MakeSeed()}, nil
 }
@@ -139,14 +132,7 @@ func (l *Ledger) reopen() {
 	waiting := false
 	for {
 		time.Sleep(reopenEvery)
-		if err := room(l.opts.FS, l.dir); err != nil {
-			if !waiting {
-				l.log.Error("ledger waits for room to reopen", "cause", err.Error())
-				waiting = true
-			}
-			continue
-		}
-		db, err := pebble.Open(l.dir, l.opts)
+		db, err := openStore(l.dir, l.opts)
 		l.life.Lock()
 		switch {
 		case l.closed:
@@ -155,6 +141,13 @@ func (l *Ledger) reopen() {
 			}
 			l.life.Unlock()
 			return
+		case errors.Is(err, errNoRoom):
+			l.life.Unlock()
+			if !waiting {
+				l.log.Error("ledger waits for room to reopen", "cause", err.Error())
+				waiting = true
+			}
+			continue
 		case err != nil:
 			l.life.Unlock()
 			l.log.Error("ledger reopen failed", "cause", err.Error())
@@ -172,32 +165,46 @@ func (l *Ledger) reopen() {
 // a new manifest, options file and log.
 const roomMargin = 8 << 20
 
-// room returns an error unless the file system of dir has room to open the
-// store in dir: opening replays the log into a table and records it in the
-// manifest, and Pebble ends the process when it cannot write its manifest,
-// so a store is opened only with room for the table the log becomes and a
-// margin. (Nothing keeps another process from filling the disk a moment
-// later: Pebble then ends the process, and the log keeps every answered
-// consume.)
-func room(fs vfs.FS, dir string) error {
+// errNoRoom is a store not opened for want of free space.
+var errNoRoom = errors.New("ledger: no room")
+
+// openStore opens the store in dir, created if need be, once its file
+// system has room for it: opening replays the log into a table and records
+// it in the manifest, and Pebble ends the process when it cannot write its
+// manifest, so the store is opened only with room for the table the log
+// becomes and a margin. (Nothing keeps another process from filling the
+// disk a moment later: Pebble then ends the process, and the log keeps
+// every answered consume.)
+func openStore(dir string, opts *pebble.Options) (*pebble.DB, error) {
+	fs := opts.FS
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ledger: %v", err)
+	}
 	du, err := fs.GetDiskUsage(dir)
 	if err != nil {
-		return fmt.Errorf("ledger: %v", err)
+		return nil, fmt.Errorf("ledger: %v", err)
 	}
-	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	names, err := fs.List(dir)
 	if err != nil {
-		return fmt.Errorf("ledger: %v", err)
+		return nil, fmt.Errorf("ledger: %v", err)
 	}
 	need := uint64(roomMargin)
-	for _, name := range logs {
-		if fi, err := os.Stat(name); err == nil {
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		if fi, err := fs.Stat(fs.PathJoin(dir, name)); err == nil {
 			need += uint64(fi.Size())
 		}
 	}
 	if du.AvailBytes < need {
-		return fmt.Errorf("ledger: %s: %d KiB free, %d KiB needed to open the store", dir, du.AvailBytes>>10, need>>10)
+		return nil, fmt.Errorf("%w: %s: %d KiB free, %d KiB needed to open the store", errNoRoom, dir, du.AvailBytes>>10, need>>10)
 	}
-	return nil
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %v", dir, err)
+	}
+	return db, nil
 }
 
 // Close closes the store; calls after it fail with ErrUnavailable.
