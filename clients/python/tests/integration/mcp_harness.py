@@ -37,6 +37,11 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, InputRe
 
 from .harness import Proc, Sealer, start_server
 
+# The example servers (uvicorn) close a connection idle for 5 s, and httpx
+# keeps one as long: a request sent on it as it closes fails unanswered
+# (ReadError). The test's clients let go of an idle connection first.
+KEEPALIVE_EXPIRY = 1.0
+
 SERVERS = {"MCPServer": "server.py", "FastMCP": "fastmcp_server.py"}
 """The example servers (examples/python) by the SDK they are built on."""
 
@@ -186,7 +191,9 @@ class SdkCaller:
             # server's first call: a session must be closed by the task that
             # opened it, never one of attempt()'s.
             for t in (ALICE, BOB):
-                http = await self._stack.enter_async_context(httpx2.AsyncClient(headers={"Authorization": f"Bearer {t}"}, timeout=30))
+                http = await self._stack.enter_async_context(
+                    httpx2.AsyncClient(headers={"Authorization": f"Bearer {t}"}, timeout=30, limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_EXPIRY))
+                )
                 client = await self._stack.enter_async_context(Client(streamable_http_client(url, http_client=http), mode=PROTOCOL))
                 self._sessions[(url, t)] = client.session
         return self._sessions[(url, token)]
@@ -216,7 +223,7 @@ class WireCaller:
     name = "wire"
 
     def __init__(self) -> None:
-        self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64))
+        self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64, keepalive_expiry=KEEPALIVE_EXPIRY))
         self._ids = itertools.count(1)
 
     async def __aenter__(self) -> WireCaller:
@@ -405,7 +412,8 @@ class Forwarder:
         i = next(self._turns[method == "tools/call"])
         self.served.append((i, method))
         if self._http is None:
-            self._http, self._loop = httpx.AsyncClient(timeout=30), asyncio.get_running_loop()
+            self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY))
+            self._loop = asyncio.get_running_loop()
         r = await self._http.post(self.upstreams[i], content=body, headers=headers)
         out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in r.headers.items() if k.lower().encode() not in hop]
         out.append((b"content-length", str(len(r.content)).encode()))
