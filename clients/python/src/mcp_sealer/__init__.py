@@ -63,12 +63,14 @@ __all__ = [
 def grpc_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> GrpcClient:
     """A client of the sealer's gRPC API at ``url`` (http://host:port, or https:// for TLS).
 
-    ``token`` is a bearer token (or a function returning one for each call);
+    ``token`` is a bearer token (or a function returning one for each call),
+    sent over http:// only to loopback (else ValueError: use https://);
     ``timeout`` the deadline of each call in seconds unless the call gives its own.
     """
     return GrpcClient(url, token=token, tls=tls, timeout=timeout)
 
 
 def rest_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> RestClient:
-    """A client of the sealer's REST API at ``url`` (http://host:port, or https:// for TLS)."""
+    """A client of the sealer's REST API at ``url`` (http://host:port, or https:// for TLS),
+    with the same options and the same refusal of a token over http:// off loopback."""
     return RestClient(url, token=token, tls=tls, timeout=timeout)

@@ -23,7 +23,7 @@ class GrpcClient(BaseClient):
     """A client of the sealer's gRPC API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        base, secure = base_url(url, tls)
+        base, secure = base_url(url, tls, token)
         target = base.split("://", 1)[1]
         options: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", _MAX_REPLY)]
         if secure:

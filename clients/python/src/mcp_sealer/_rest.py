@@ -30,7 +30,7 @@ class RestClient(BaseClient):
     """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        base, _ = base_url(url, tls)
+        base, _ = base_url(url, tls, token)
         verify: ssl.SSLContext | bool = True
         if tls is not None:
             verify = _ssl_context(tls)

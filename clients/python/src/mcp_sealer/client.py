@@ -8,6 +8,7 @@ bytes, as the Go and TypeScript clients do.
 from __future__ import annotations
 
 import datetime as _dt
+import ipaddress
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -313,17 +314,37 @@ def _time(t: timestamp_pb2.Timestamp) -> _dt.datetime:
     return t.ToDatetime(tzinfo=_dt.timezone.utc)
 
 
-def base_url(url: str, tls: object | None) -> tuple[str, bool]:
+def base_url(url: str, tls: object | None, token: object | None = None) -> tuple[str, bool]:
     """The scheme and host:port of a sealer URL, and whether it is TLS. A path
     is refused (the API's paths are fixed), and so are TLS options with
     http://, which would send the token, the principals and the payloads in
-    the clear."""
+    the clear, and a token with http:// to a host off loopback."""
     u = urlsplit(url)
     if u.scheme not in ("http", "https") or not u.hostname or u.port is None or u.path not in ("", "/") or u.query or u.fragment:
         raise ValueError("the sealer's URL must be http://host:port or https://host:port, with no path")
     if u.scheme == "http" and tls is not None:
         raise ValueError("TLS options need an https:// URL")
+    if u.scheme == "http" and token is not None and not is_loopback(u.hostname):
+        raise ValueError(
+            f"refusing to send a bearer token over plaintext http:// to {u.hostname}, which is not loopback: "
+            "use https:// (with tls=TLS(...)) for a sealer on another host"
+        )
     return f"{u.scheme}://{u.netloc}", u.scheme == "https"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether host is this machine by its spelling alone: 127.0.0.0/8, ::1
+    (also IPv4-mapped) or the name localhost. Other names are not resolved: a
+    name may point elsewhere tomorrow."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
 
 
 async def token_of(token: Token | None) -> str | None:

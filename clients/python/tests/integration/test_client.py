@@ -214,3 +214,18 @@ async def test_mutual_tls_and_bearer_tokens() -> None:
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
+
+
+async def test_bearer_token_over_plaintext_to_loopback() -> None:
+    """A token goes over plaintext only to loopback (the clients refuse any
+    other host, see test_client_unit.py): there the real sealer takes it."""
+    with tempfile.TemporaryDirectory() as d:
+        token = "py-loopback-token-" + os.urandom(8).hex()
+        tenants = os.path.join(d, "tenants.yaml")
+        _write(tenants, f"tenants:\n  billing:\n    tokens:\n      - sha256:{hashlib.sha256(token.encode()).hexdigest()}\n")
+        with sealer("--tenants", tenants) as s:
+            for make, url in ((grpc_client, s.grpc_url), (rest_client, s.rest_url)):
+                async with make(url, token=token) as billing, make(url, token="wrong-token") as stranger:  # noqa: S106
+                    b = await billing.seal(principal="alice", request=WEATHER)
+                    assert (await billing.open(b.request_state, principal="alice", request=WEATHER)).payload == b""
+                    await refused(Reason.UNAUTHENTICATED, lambda c=stranger: c.seal(principal="alice", request=WEATHER))  # type: ignore[misc]
