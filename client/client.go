@@ -24,6 +24,19 @@
 // encoding/json reads the last, are refused by Seal and Open before any
 // call to the sealer (ErrNamesCollide, for which Rejected is true).
 //
+// # Tokens only over TLS
+//
+// A call that carries a bearer token (any authorization metadata: from the
+// context with metadata.AppendToOutgoingContext, or added by an
+// interceptor) goes without TLS only to loopback (127.0.0.0/8, ::1,
+// localhost, or a Unix socket), where both the connection's peer and the
+// :authority it names must be. Anywhere else Seal and Open fail with
+// ErrPlaintextToken before anything is sent, whether the connection came
+// from Dial or was given to New. Per-RPC credentials given to the
+// connection (grpc.WithPerRPCCredentials) are grpc's to check: it refuses,
+// on every connection without TLS, those that require transport security,
+// as oauth's do; credentials of your own that do not are not seen here.
+//
 // It links no MCP SDK and nothing of the service's storage: the adapter for
 // the official MCP Go SDK (bindings from its request types, with the input
 // keys of the retry; its JSON-RPC error) is the module client/gosdk.
@@ -120,12 +133,15 @@ type Client struct {
 }
 
 // New returns a client over an existing connection (with whatever TLS and
-// per-call credentials it carries).
+// per-call credentials it carries). Its calls send a token in their
+// metadata without TLS only to loopback (ErrPlaintextToken).
 func New(conn grpc.ClientConnInterface) *Client {
 	return &Client{rpc: sealerv1.NewSealerClient(conn)}
 }
 
-// Dial connects to the sealer at target.
+// Dial connects to the sealer at target. Give it TLS
+// (grpc.WithTransportCredentials) unless the sealer is on loopback: without
+// TLS, calls carrying a token fail with ErrPlaintextToken off loopback.
 func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
@@ -325,9 +341,10 @@ func (c *Client) Seal(ctx context.Context, r SealRequest) (string, time.Time, er
 			req.Flow.Asked = &sealerv1.InputKeys{Keys: f.Asked}
 		}
 	}
-	resp, err := c.rpc.Seal(ctx, req)
+	guard := new(tokenGuard)
+	resp, err := c.rpc.Seal(ctx, req, grpc.PerRPCCredentials(guard))
 	if err != nil {
-		return "", time.Time{}, fromStatus(err)
+		return "", time.Time{}, guard.errorOf(err)
 	}
 	if r.Flow != nil {
 		f, err := flowOf(resp.GetFlow())
@@ -385,9 +402,10 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	if r.Request.Responded != nil {
 		req.Responded = &sealerv1.InputKeys{Keys: r.Request.Responded}
 	}
-	resp, err := c.rpc.Open(ctx, req)
+	guard := new(tokenGuard)
+	resp, err := c.rpc.Open(ctx, req, grpc.PerRPCCredentials(guard))
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, guard.errorOf(err)
 	}
 	o := &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime(), State: r.State}
 	if resp.GetFlow() != nil {
