@@ -14,6 +14,7 @@ import type {
   SealRequest as PbSealRequest,
   SealResponse,
 } from "./gen/sealer/v1/sealer_pb.js";
+import { BlockList } from "node:net";
 import { requestDigest } from "./digest.js";
 import { SealerError } from "./errors.js";
 
@@ -159,9 +160,18 @@ export interface SealerClient {
 
 /** How to reach a sealer. */
 export interface ClientOptions {
-  /** The sealer's gRPC or REST base URL: http://host:port, or https://host:port for TLS. */
+  /**
+   * The sealer's gRPC or REST base URL: https://host:port for TLS, or
+   * http://host:port without it (h2c for gRPC). With a token, http:// is
+   * only for loopback (checkTokenTransport).
+   */
   url: string;
-  /** A bearer token (or a function returning one for each call), sent as Authorization: Bearer. */
+  /**
+   * A bearer token (or a function returning one for each call), sent as
+   * Authorization: Bearer. It goes over TLS (https://) to any host, and
+   * without TLS (http://) only to loopback: 127.0.0.0/8, ::1 or localhost;
+   * any other http:// url with a token is refused when the client is made.
+   */
   token?: string | (() => string | Promise<string>);
   /** TLS: the CA that signed the sealer's certificate (PEM), and a client certificate and key (PEM) for mutual TLS. */
   tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer; servername?: string };
@@ -288,6 +298,34 @@ export function durationOf(ms: number | undefined): Duration | undefined {
     throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: invalid argument: ttlMs must be a positive integer");
   }
   return create(DurationSchema, { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 });
+}
+
+// The loopback addresses, as the sealer's own rule (internal/netaddr) has
+// them: 127.0.0.0/8 and ::1, IPv4-mapped forms included.
+const loopback = new BlockList();
+loopback.addSubnet("127.0.0.0", 8, "ipv4");
+loopback.addAddress("::1", "ipv6");
+
+/** Whether a URL's hostname is loopback: localhost, 127.0.0.0/8 or ::1 (in brackets, as URL writes it). */
+export function isLoopbackHost(hostname: string): boolean {
+  if (hostname === "localhost") return true;
+  if (hostname.startsWith("[") && hostname.endsWith("]")) return loopback.check(hostname.slice(1, -1), "ipv6");
+  return /^[0-9.]+$/.test(hostname) && loopback.check(hostname, "ipv4");
+}
+
+/**
+ * Refuses a client that would send a bearer token without TLS to anything
+ * but loopback: a token with a url that is not https://, unless it is
+ * http:// to 127.0.0.0/8, ::1 or localhost. The sealer refuses plaintext
+ * off loopback too; this keeps the token from leaving the machine at all.
+ */
+export function checkTokenTransport(url: URL, token: ClientOptions["token"]): void {
+  if (token === undefined || token === "" || url.protocol === "https:") return;
+  if (url.protocol === "http:" && isLoopbackHost(url.hostname)) return;
+  throw new SealerError(
+    Reason.INVALID_ARGUMENT,
+    `sealer: refusing to send a bearer token without TLS (${url.protocol}//) to ${url.host.slice(0, 256)}, which is not loopback (127.0.0.0/8, ::1, localhost): use https://`,
+  );
 }
 
 export async function tokenOf(token: ClientOptions["token"]): Promise<string | undefined> {

@@ -6,13 +6,18 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Reason, Sealer } from "./gen/sealer/v1/sealer_pb.js";
-import { defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
+import { checkTokenTransport, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
 import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
-/** A client of the sealer's gRPC API at opts.url (http://host:port, or https:// for TLS). */
+/**
+ * A client of the sealer's gRPC API at opts.url (https:// for TLS, or
+ * http://host:port for h2c). Throws a SealerError when given a token and an
+ * http:// url that is not loopback (checkTokenTransport).
+ */
 export function grpcClient(opts: ClientOptions): SealerClient {
   const url = new URL(opts.url);
+  checkTokenTransport(url, opts.token);
   const sessions = new Http2SessionManager(url, { idleConnectionTimeoutMs: 60_000 }, {
     ...(opts.tls?.ca !== undefined && { ca: opts.tls.ca }),
     ...(opts.tls?.cert !== undefined && { cert: opts.tls.cert }),

@@ -11,22 +11,29 @@ import {
   SealRequestSchema,
   SealResponseSchema,
 } from "./gen/sealer/v1/sealer_pb.js";
-import { deadline, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
+import { checkTokenTransport, deadline, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
 import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
 /** The largest reply read from the sealer: a 64 KiB payload in base64 and its JSON around it fit many times. */
 const maxReply = 1 << 20;
 
-/** A client of the sealer's REST API at opts.url (http://host:port, or https:// for TLS). */
+/**
+ * A client of the sealer's REST API at opts.url (https:// for TLS, or
+ * http://host:port). Throws a SealerError when given a token and an
+ * http:// url that is not loopback (checkTokenTransport). It follows no
+ * redirect (the sealer sends none), so a request never leaves for another
+ * host.
+ */
 export function restClient(opts: ClientOptions): SealerClient {
   const base = new URL(opts.url);
+  checkTokenTransport(base, opts.token);
   const agent = opts.tls ? new Agent({ connect: { ...opts.tls } }) : undefined;
   const post = async (path: string, body: JsonValue, o?: CallOptions): Promise<unknown> => {
     const headers: Record<string, string> = { "content-type": "application/json" };
     const token = await tokenOf(opts.token);
     if (token) headers.authorization = `Bearer ${token}`;
-    const init = { method: "POST", headers, body: JSON.stringify(body), signal: deadline(o, opts.timeoutMs ?? defaultTimeoutMs) };
+    const init = { method: "POST", headers, body: JSON.stringify(body), redirect: "error" as const, signal: deadline(o, opts.timeoutMs ?? defaultTimeoutMs) };
     let res: Response;
     try {
       res = agent
