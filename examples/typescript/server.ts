@@ -15,8 +15,10 @@
 // answer exactly the inputRequests its round asked, which
 // states.inputRequired binds.
 //
-// The principal is the caller's bearer token (hashed), or "anonymous": this
-// example trusts any token, where a real server verifies it first.
+// The principal is the caller's bearer token, hashed (fromAuthInfo), or,
+// for a caller without one, the codec's reserved ANONYMOUS (anonymous:
+// true, an explicit opt-in): this example trusts any token, where a real
+// server verifies it first (requireBearerAuth).
 //
 //	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject] [--flows on]
 //
@@ -42,7 +44,7 @@ import {
 } from "@modelcontextprotocol/server";
 import type { AuthInfo, InputRequests, ServerContext } from "@modelcontextprotocol/server";
 import { grpcClient, restClient } from "@mcp-sealer/client";
-import { ANONYMOUS, sealedRequestState } from "@mcp-sealer/client/mcp";
+import { fromAuthInfo, sealedRequestState } from "@mcp-sealer/client/mcp";
 import { z } from "zod";
 
 const { values: flags } = parseArgs({
@@ -67,7 +69,8 @@ type Progress = { tool: string; round?: number; name?: string; city?: string; fr
 const sealer = (flags.rest ? restClient : grpcClient)({ url: flags.sealer! });
 const states = sealedRequestState<Progress>({
   sealer,
-  principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS,
+  principal: fromAuthInfo, // the token the handler is given as authInfo
+  anonymous: true, // callers without a token: one principal, ANONYMOUS
   ttlSeconds: Number(flags["state-ttl"]),
   flows: flags.flows === "on",
 });
@@ -265,7 +268,7 @@ function newServer(): McpServer {
 const mcp = createMcpHandler(newServer, { legacy: flags.legacy as "reject" | "stateless", onerror: (err) => console.error("mcp:", err.message) });
 const handle = states.fetch(mcp.fetch);
 
-// authInfo: the bearer token, hashed into the client id the principal uses.
+// authInfo: the bearer token (fromAuthInfo hashes it into the principal).
 function authOf(req: IncomingMessage): AuthInfo | undefined {
   const m = /^Bearer (\S+)$/.exec(req.headers.authorization ?? "");
   if (!m) return undefined;

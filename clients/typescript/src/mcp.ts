@@ -4,11 +4,17 @@
 // binds them (the method, the tool or prompt name and its arguments, or the
 // resource uri), with a TTL and optionally opening once.
 //
-//	const states = sealedRequestState<Progress>({ sealer, principal: (ctx) => ctx.http?.authInfo?.clientId ?? ANONYMOUS });
+//	const states = sealedRequestState<Progress>({ sealer, principal: fromAuthInfo }); // or your own function, or anonymous: true
 //	const mcp = createMcpHandler(() => newServer({ requestState: { verify: states.verify } }), { legacy: "reject" });
 //	serve(states.fetch(mcp.fetch));   // binds each request to what it asks
 //	// in a handler:
 //	return states.inputRequired({ inputRequests, payload: progress }, ctx);
+//
+// The principal is decided, never defaulted: the codec is made only with a
+// principal function (fromAuthInfo: the identity the SDK's bearer
+// authentication verified) or with anonymous: true. A caller the function
+// does not name (undefined) is refused, or, with anonymous: true, is
+// ANONYMOUS, under RESERVED_PREFIX, which no principal function may return.
 //
 // Every state is a round of a flow (FORMAT.md, "Flows"): a handler that
 // asks again on a retry whose state the codec opened seals the next round
@@ -28,6 +34,7 @@
 // body holding a single message, so that no message can borrow another's
 // binding (a JSON-RPC batch, which the SDK's default legacy serving still
 // accepts, may repeat an id with other arguments).
+import { createHash } from "node:crypto";
 import type { InputRequests, InputRequiredResult, RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
 import { inputKeys } from "./client.js";
 import type { Flow, FlowRequest, Opened, SealerClient } from "./client.js";
@@ -35,8 +42,35 @@ import { salientParams } from "./digest.js";
 import { Reason } from "./gen/sealer/v1/sealer_pb.js";
 import { SealerError } from "./errors.js";
 
-/** The explicit principal of unauthenticated callers: every such caller shares it. */
-export const ANONYMOUS = "anonymous";
+/**
+ * The prefix of the principals the codec gives itself (ANONYMOUS): a
+ * principal function that returns a value under it is refused, so no
+ * authenticated caller can be given the state of an unauthenticated one.
+ */
+export const RESERVED_PREFIX = "sealer:";
+
+/**
+ * The principal of unauthenticated callers, with anonymous: true: every
+ * such caller shares it. Reserved: a principal function cannot return it
+ * (return undefined for a caller it does not name).
+ */
+export const ANONYMOUS = `${RESERVED_PREFIX}anonymous`;
+
+/**
+ * The principal function of the SDK's own authentication: the access token
+ * the handler was given as verified (ctx.http.authInfo, which
+ * requireBearerAuth's gate or handler.fetch(request, { authInfo }) passes),
+ * as "token:" and the hex SHA-256 of the token; undefined when the request
+ * came without one. Each token is its own principal: two users of one
+ * OAuth client (one clientId) are two principals, and a state does not
+ * open under a refreshed token. A principal function of your own can bind
+ * a stabler identity the verifier puts in authInfo (a subject in extra).
+ */
+export function fromAuthInfo(ctx: ServerContext): string | undefined {
+  const token = ctx.http?.authInfo?.token;
+  if (typeof token !== "string" || token === "") return undefined;
+  return `token:${createHash("sha256").update(token).digest("hex")}`;
+}
 
 /** The largest request body states.fetch reads: 4 MiB, the SDK's own default. */
 export const MAX_REQUEST_BODY = 4 << 20;
@@ -45,11 +79,23 @@ export interface SealedRequestStateOptions {
   /** The sealer (grpcClient or restClient). */
   sealer: SealerClient;
   /**
-   * Who the request comes from, from the handler's context: the
-   * authenticated identity (ctx.http?.authInfo, set by your auth
-   * middleware), or ANONYMOUS. Never the empty string.
+   * Who the request comes from, from the handler's context: fromAuthInfo
+   * for the SDK's bearer authentication, or a function of your own (auth
+   * outside the SDK: an API-key middleware, a session). It returns the
+   * caller's principal, never "" nor under RESERVED_PREFIX, or undefined
+   * for a caller it does not name, who is refused unless anonymous is
+   * true. Required unless anonymous is true, which defaults it to
+   * fromAuthInfo: the codec is not made without one or the other.
    */
-  principal: (ctx: ServerContext) => string;
+  principal?: (ctx: ServerContext) => string | undefined;
+  /**
+   * Serve callers without a principal (the principal function returned
+   * undefined; for fromAuthInfo, no authInfo) as ANONYMOUS, all alike: any
+   * of them can present another's state. Default false: they are refused
+   * (verify and mint throw). Only for a server whose unauthenticated
+   * callers are all the same to it.
+   */
+  anonymous?: boolean;
   /** The life of each state in seconds; unset means the sealer's default. */
   ttlSeconds?: number;
   /** Whether states open at most once, unless mint says otherwise (default false). */
@@ -141,6 +187,13 @@ const bodies = new WeakMap<Request, unknown>();
 
 /** A requestState codec for @modelcontextprotocol/server backed by the sealer. */
 export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions): SealedRequestState<T> {
+  if (opts.principal === undefined ? opts.anonymous !== true : typeof opts.principal !== "function") {
+    throw new TypeError(
+      "sealedRequestState: say who callers are: principal: fromAuthInfo (the SDK's bearer authentication), principal: (ctx) => ... (your own), or anonymous: true (every unauthenticated caller one principal)",
+    );
+  }
+  const principalOf = opts.principal ?? fromAuthInfo;
+  const anonymous = opts.anonymous === true;
   const flows = opts.flows ?? true;
   const latestOnly = opts.latestOnly ?? true;
   // The state each HTTP request's message opened (one message per request:
@@ -160,8 +213,18 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
     }
   };
   const who = (ctx: ServerContext): string => {
-    const p = opts.principal(ctx);
+    const p: unknown = principalOf(ctx);
+    if (p === undefined || p === null) {
+      if (anonymous) return ANONYMOUS;
+      throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: the caller is not authenticated, and the codec serves no anonymous callers (anonymous: true)");
+    }
     if (typeof p !== "string" || p === "") throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: the principal function returned no principal");
+    if (p.startsWith(RESERVED_PREFIX)) {
+      throw new SealerError(
+        Reason.INVALID_ARGUMENT,
+        `sealer: the principal function returned a reserved principal (${RESERVED_PREFIX}...): return undefined for a caller it does not name`,
+      );
+    }
     return p;
   };
   const mint = async (payload: T, ctx?: ServerContext, mo?: MintOptions): Promise<string> => {
@@ -200,8 +263,9 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
     async verify(state: string, ctx: ServerContext): Promise<T> {
       const request = requestOf(ctx);
       const responded = inputKeys(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined);
+      const principal = who(ctx);
       const o = await retrying(() =>
-        opts.sealer.open({ requestState: state, principal: who(ctx), request, ...(responded !== undefined && { responded }) }, call),
+        opts.sealer.open({ requestState: state, principal, request, ...(responded !== undefined && { responded }) }, call),
       );
       let payload: T;
       try {

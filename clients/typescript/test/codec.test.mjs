@@ -42,7 +42,7 @@ async function inRequest(states, message, f) {
 
 test("mint and verify bind the principal and the request as received", async () => {
   const sealer = fake({ requestState: "st", expiresAt: new Date() }, { payload: new TextEncoder().encode('{"round":1}') });
-  const states = sealedRequestState({ sealer, principal: (c) => c.http?.authInfo?.clientId ?? ANONYMOUS, ttlSeconds: 30 });
+  const states = sealedRequestState({ sealer, principal: (c) => c.http?.authInfo?.clientId, anonymous: true, ttlSeconds: 30 });
   const msg = { jsonrpc: "2.0", id: 7, method: "tools/call", params };
   assert.equal(await inRequest(states, msg, (req) => states.mint({ round: 1 }, ctx(7, "tools/call", "alice", req), { oneTime: true })), "st");
   assert.deepEqual(await inRequest(states, msg, (req) => states.verify("st", ctx(7, "tools/call", undefined, req))), { round: 1 });
@@ -57,7 +57,7 @@ test("mint and verify bind the principal and the request as received", async () 
 
 test("verify refuses a request the codec did not see, without calling the sealer", async () => {
   const sealer = fake(new Error("must not be called"));
-  const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
+  const states = sealedRequestState({ sealer, anonymous: true });
   await assert.rejects(states.verify("st", ctx(1)), (e) => e instanceof SealerError && /states.fetch/.test(e.message));
   const other = { jsonrpc: "2.0", id: 2, method: "tools/call", params };
   await assert.rejects(inRequest(states, other, (req) => states.verify("st", ctx(1, "tools/call", undefined, req))), SealerError);
@@ -99,7 +99,7 @@ test("a request in a JSON-RPC batch is never bound, without calling the sealer",
 // sealer opens whatever it is given, so only the codec stands in the way.
 test("through the SDK: a batch repeating an id cannot run a handler with another message's state", async () => {
   const sealer = fake({ payload: new TextEncoder().encode('{"round":1}') });
-  const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
+  const states = sealedRequestState({ sealer, anonymous: true });
   const ran = [];
   const refusals = [];
   const mcp = createMcpHandler(() => {

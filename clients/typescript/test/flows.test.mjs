@@ -9,7 +9,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { flowAfter, grpcClient, inputKeys, Reason, rejected, restClient, SealerError, toolCall } from "../dist/index.js";
-import { ANONYMOUS, sealedRequestState } from "../dist/mcp.js";
+import { sealedRequestState } from "../dist/mcp.js";
 import { FlowSchema, OpenResponseSchema, Sealer, SealResponseSchema } from "../dist/gen/sealer/v1/sealer_pb.js";
 
 const deadline = new Date("2030-01-02T03:04:05.678Z");
@@ -176,7 +176,7 @@ const call = (id, extra = {}) => ({ jsonrpc: "2.0", id, method: "tools/call", pa
 
 test("codec: round 1 starts a latest-only flow asking the inputRequests' keys; a retry's next round continues the state it opened", async () => {
   const sealer = roundSealer();
-  const states = sealedRequestState({ sealer, principal: () => ANONYMOUS });
+  const states = sealedRequestState({ sealer, anonymous: true });
   const r1 = await inRequest(states, call(1), (c) => states.inputRequired({ inputRequests: asks, payload: { step: 1 } }, c));
   assert.deepEqual(r1, { resultType: "input_required", inputRequests: asks, requestState: "R1" });
   const retry = call(2, { requestState: "R1", inputResponses: { card: { action: "accept", content: {} } } });
