@@ -266,6 +266,11 @@ func (b Binding) RequestDigest() (sealer.Digest, error) {
 
 // SealRequest is what Seal binds and carries.
 type SealRequest struct {
+	// Principal is who the request comes from, as the caller's own
+	// authentication says: the client has no default and maps no caller
+	// to a principal (the sealer refuses an empty one, ErrInvalidArgument).
+	// Unauthenticated callers given one shared principal can present each
+	// other's states; give them one no authenticated caller can have.
 	Principal string
 	Request   Binding
 	Payload   []byte
@@ -375,7 +380,8 @@ func flowOf(f *sealerv1.Flow) (*Flow, error) {
 // OpenRequest presents a state from a retry. Request.Responded carries the
 // keys of the retry's inputResponses.
 type OpenRequest struct {
-	State     string
+	State string
+	// Principal is the retry's, decided as for SealRequest.Principal.
 	Principal string
 	Request   Binding
 }

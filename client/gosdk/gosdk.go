@@ -5,6 +5,10 @@
 // It is a module of its own, so that the client does not pull the SDK into
 // programs that do not use it.
 //
+// It maps no caller to a principal and has no fallback: who, below, is the
+// handler's own decision, from the SDK's authentication
+// (req.Extra.TokenInfo, set by auth.RequireBearerToken) or its own.
+//
 // The SDK hands a tool its arguments as received, and a handler that decodes
 // them with encoding/json matches member names regardless of case, the last
 // one winning; the digest binds both orders of "Item" and "item" alike. So
