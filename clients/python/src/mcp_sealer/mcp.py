@@ -20,7 +20,9 @@ the rounds of one request share one deadline and a round limit; with
 rewind, no fork). ``one_time`` makes every state open at most once;
 ``states.input_required(...)`` sets it, or the TTL, for one round.
 
-A refused state is answered as the SDK answers it: JSON-RPC -32602 "Invalid
+A retry's params are validated as the SDK will validate them before its
+state is opened: a retry the SDK would refuse as invalid params never spends
+its round. A refused state is answered as the SDK answers it: JSON-RPC -32602 "Invalid
 or expired requestState" with ``data.reason`` ``invalid_request_state``;
 the sealer's reason goes to this module's logger only. A sealer that cannot
 answer is tried a bounded number of times, then the request fails closed
@@ -38,10 +40,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, authenticated_principal
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, InputRequiredResult
-from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, InputRequiredResult
+from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required, parse_client_request, validate_client_request
+from pydantic import ValidationError
 
 from .client import Opened, SealerClient, flow_after, input_keys
 from .digest import request_digest
@@ -127,6 +131,10 @@ class SealedRequestState:
         self._attempts = max(1, attempts)
         self._backoff = backoff_seconds
         self._timeout = timeout
+        # The low-level server whose handlers will read the params (set by
+        # sealed_request_state): their params types are checked before a
+        # state is opened.
+        self._server: Server[Any] | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         # A notification has no handler to protect and no result to seal:
@@ -169,6 +177,7 @@ class SealedRequestState:
         # refused here, as the SDK would, not sent.
         if not isinstance(wire, str) or not wire.isascii():
             _reject(ctx.method, "a requestState that is not an ASCII string")
+        self._check_params(ctx, params)
         principal = await self._principal_of(ctx, lambda why: _reject(ctx.method, why))
         try:
             return await self._retrying(
@@ -184,6 +193,30 @@ class SealedRequestState:
             if e.rejected or e.reason is Reason.INVALID_ARGUMENT:
                 _reject(ctx.method, e.reason.name)
             _fail(ctx.method, f"open ({e.reason.name})", e)
+
+    def _check_params(self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any]) -> None:
+        """Validates the params as the SDK will once the middleware chain ran:
+        the wire surface of the request, then the params type of its handler
+        (with the SDK's own models). A retry the SDK would refuse as invalid
+        params is refused here with the SDK's own error, before its state is
+        opened: opening would spend its round (latest-only, one-time) and the
+        honest retry after it would be refused."""
+        try:
+            if self._server is None:
+                parse_client_request(ctx.method, ctx.protocol_version, params)
+                return
+            validate_client_request(ctx.method, ctx.protocol_version, params)
+            entry = self._server.get_request_handler(ctx.method)
+            if entry is None:
+                raise KeyError(ctx.method)
+            entry.params_type.model_validate(params, by_name=False)
+        except KeyError:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=ctx.method) from None
+        except ValidationError:
+            # Raised as it is: the SDK answers it -32602 "Invalid request
+            # parameters", as it would a moment later.
+            logger.info("params of %s refused before their requestState was opened", ctx.method)
+            raise
 
     async def _seal_result(self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, round_: _Round) -> HandlerResult:
         # Spec-path results arrive as wire mappings; a short-circuiting
@@ -292,6 +325,7 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
     that no state is sealed twice or under the SDK's own per-process key.
     Returns the middleware, whose ``input_required`` handlers may call."""
     mw = SealedRequestState(sealer, **options)
+    mw._server = _lowlevel_of(server)
     chain = _middleware_of(server)
     at = next((i for i, m in enumerate(chain) if isinstance(m, RequestStateBoundary)), None)
     chain[:] = [m for m in chain if not isinstance(m, RequestStateBoundary | SealedRequestState)]
@@ -311,3 +345,17 @@ def _middleware_of(server: object) -> list[Any]:
     if not isinstance(chain, list):
         raise TypeError("sealed_request_state: server must be an MCPServer, a low-level mcp Server or a FastMCP")
     return chain
+
+
+def _lowlevel_of(server: object) -> Server[Any] | None:
+    """The low-level server that runs server's handlers, or None when it cannot
+    be found (then the params are checked against the SDK's own models of
+    each method, which the built-in handlers use)."""
+    if isinstance(server, Server):
+        return server
+    # Neither MCPServer nor FastMCP names it publicly.
+    for name in ("_lowlevel_server", "_mcp_server"):
+        lowlevel = getattr(server, name, None)
+        if isinstance(lowlevel, Server):
+            return lowlevel
+    return None

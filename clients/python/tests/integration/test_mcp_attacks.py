@@ -28,15 +28,18 @@ differently-cased key): there the control shows the handler running on it
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from .harness import Sealer
 from .mcp_harness import (
     BOB,
     CONFIRM,
+    INVALID_PARAMS,
     NO_SEALER,
     PAY,
     SEAT,
@@ -302,3 +305,37 @@ async def test_python_named_members_control_sdk_boundary(servers: Servers, reque
     else:
         # MCPServer reads params by their wire names only: round 1 again.
         assert out.replies[0].asks == ["confirm"], out.replies[0]
+
+
+# Check, then open. A retry whose inputResponses the SDK refuses as invalid
+# params after the boundary ran would have spent its round (latest-only or
+# one-time) already: the honest retry after it would be refused
+# ALREADY_CONSUMED. The middleware validates the params as the SDK will
+# before it opens the state.
+MALFORMED = {
+    "unknown_action": {"confirm": {"action": "maybe"}},
+    "not_a_result": {"confirm": 5},
+    "content_not_flat": {"confirm": {"action": "accept", "content": {"ok": [{"a": 1}]}}},
+    "not_a_map": ["confirm"],
+}
+
+
+@pytest.mark.parametrize("malformed", list(MALFORMED))
+@pytest.mark.parametrize("one_time", [False, True], ids=["latest-only", "one-time"])
+async def test_malformed_retry_spends_no_round(servers: Servers, real_sealer: Sealer, malformed: str, one_time: bool) -> None:
+    s = servers.one_time if one_time else servers.sealed
+    before = sealer_reasons(real_sealer)
+    async with WireCaller() as c:
+        r1 = await c.call(s.url, "book_seat", SEAT)
+        out = await attempt(s, [c.call(s.url, "book_seat", SEAT, responses=MALFORMED[malformed], state=r1.state)])  # type: ignore[arg-type]
+        assert out.replies == [] and out.handler_calls == 0, out
+        (e,) = out.refusals
+        # The SDK's own answer to params it cannot read.
+        assert (e.code, e.message) == (INVALID_PARAMS, "Invalid request parameters"), repr(e.error)
+        # The honest retry of the same round proceeds: the malformed one spent nothing.
+        try:
+            then = await c.call(s.url, "book_seat", SEAT, responses=CONFIRM, state=r1.state)
+        except MCPError as refused:
+            raise AssertionError(f"the honest retry after a malformed one was refused ({dict(sealer_reasons(real_sealer) - before)})") from refused
+    assert then.asks == ["payment"], then
+    assert sealer_reasons(real_sealer) - before == Counter(), "the sealer refused a call"
