@@ -215,3 +215,101 @@ func TestClock_R6_WhatTheRetentionLeavesToTheCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestClock_R6_AStepCannotShortenAnEntrysLife is issue 40's first finding,
+// replayed on the real binaries: two replicas on one Redis, A and a
+// nemesis build B with --skew 60s. B's clock steps forward to just inside
+// a state's acceptance window (+10m50s for a one-time state of 600 s,
+// +14m50s for round 1 of a latest-only flow of 900 s) and B opens it
+// there. The entry must then live until the deadline the state fixes
+// (expiry, or the flow's deadline, + about 2 minutes), on Redis's clock:
+// an entry counted from B's stepped clock lived 70 s, and A opened the
+// state again after it. With the clock check off on B (so that B opens and
+// the entry's life is what is measured); with it on, a replica C stepped
+// the same way refuses the open instead (LEDGER_UNAVAILABLE).
+func TestClock_R6_AStepCannotShortenAnEntrysLife(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	srv := testredis.Start(t, false)
+	ps := fleet(t, 1, srv.URL())
+	a := newGRPC(t, ps[0])
+	rdb := srv.Client(t)
+	flags := []string{"--key-file", keyFileOf(t, ps[0]), "--ledger", srv.URL(), "--skew", "60s"}
+	// replica starts a nemesis replica; its step sets the replica's clock
+	// offset and waits until the replica follows it.
+	type replica struct {
+		api
+		step func(t *testing.T, d time.Duration)
+	}
+	start := func(t *testing.T, extra ...string) replica {
+		file := filepath.Join(t.TempDir(), "offset")
+		setOffset(t, file, 0)
+		c := newGRPC(t, startBinary(t, nemesisSealer(t), []string{"SEALER_NEMESIS_CLOCK_OFFSET_FILE=" + file}, t.TempDir(), append(flags, extra...)...))
+		return replica{c, func(t *testing.T, d time.Duration) {
+			setOffset(t, file, d)
+			waitFor(t, "the replica to follow its stepped clock", 10*time.Second, func() bool {
+				resp, reason := c.call(t, "seal", sealBody("probe", weatherParams, "p", `,"ttl":"1s"`))
+				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(resp["expiresAt"]))
+				return reason == "OK" && at.After(time.Now().Add(d-time.Minute))
+			})
+		}}
+	}
+	b, c := start(t, "--clock-check=false"), start(t)
+	// life is the remaining life, on Redis's clock, of the one key of
+	// pattern.
+	life := func(t *testing.T, pattern string) time.Duration {
+		t.Helper()
+		keys, err := rdb.Keys(t.Context(), pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys %s: %v, %v: want one", pattern, keys, err)
+		}
+		d, err := rdb.PTTL(t.Context(), keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	const retention = 2 * time.Minute
+
+	t.Run("one-time", func(t *testing.T) {
+		b.step(t, 0)
+		c.step(t, 0)
+		rdb.FlushAll(t.Context())
+		state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"ttl":"600s","oneTime":true`))
+		sealed := time.Now()
+		c.step(t, 10*time.Minute+50*time.Second)
+		expectReason(t, c, "open", openBody(state, "alice", weatherParams), "LEDGER_UNAVAILABLE")
+		b.step(t, 10*time.Minute+50*time.Second)
+		expectReason(t, b, "open", openBody(state, "alice", weatherParams), "OK")
+		if got, want := life(t, "sealer:v1:consumed:*"), time.Until(sealed.Add(600*time.Second+retention)); got < want {
+			t.Errorf("entry of a state of 600 s consumed on a clock 10m50s ahead lives %v, want at least %v", got, want)
+		}
+		expectReason(t, a, "open", openBody(state, "alice", weatherParams), "ALREADY_CONSUMED")
+	})
+	t.Run("latest-only", func(t *testing.T) {
+		b.step(t, 0)
+		c.step(t, 0)
+		rdb.FlushAll(t.Context())
+		alice := mcpServer{a: a, principal: "alice", params: flowParams}
+		state, f, reason := alice.seal(t, flowJSON("", true), `,"ttl":"900s"`)
+		if reason != "OK" {
+			t.Fatalf("seal round 1: got %s, want OK", reason)
+		}
+		if got := time.Until(f.deadline); got < 14*time.Minute+55*time.Second {
+			t.Fatalf("flow deadline in %v, want the default 15 minutes", got)
+		}
+		c.step(t, 14*time.Minute+50*time.Second)
+		if _, got := (mcpServer{a: c, principal: "alice", params: flowParams}).open(t, state); got != "LEDGER_UNAVAILABLE" {
+			t.Errorf("round 1 on C, stepped 14m50s ahead with the check on: got %s, want LEDGER_UNAVAILABLE", got)
+		}
+		b.step(t, 14*time.Minute+50*time.Second)
+		if _, got := (mcpServer{a: b, principal: "alice", params: flowParams}).open(t, state); got != "OK" {
+			t.Fatalf("round 1 on B, stepped 14m50s ahead: got %s, want OK", got)
+		}
+		if got, want := life(t, "sealer:v1:flow:*"), time.Until(f.deadline.Add(retention)); got < want {
+			t.Errorf("entry of a flow of 15 minutes opened on a clock 14m50s ahead lives %v, want at least %v", got, want)
+		}
+		if _, got := alice.open(t, state); got != "ALREADY_CONSUMED" {
+			t.Errorf("round 1 again on A: got %s, want ALREADY_CONSUMED", got)
+		}
+	})
+}

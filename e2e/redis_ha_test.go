@@ -18,7 +18,7 @@ import (
 // --ledger-replicas needs (WAIT, and DEL to undo an unacknowledged consume)
 // and what a Cluster client needs (CLUSTER SLOTS, COMMAND).
 var (
-	haACL      = []string{"--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+set", "+ping", "+time", "+wait", "+del"}
+	haACL      = []string{"--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+evalsha", "+eval", "+set", "+ping", "+time", "+wait", "+del"}
 	clusterACL = append(haACL[:len(haACL):len(haACL)], "+cluster|slots", "+command")
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
 )
 
@@ -29,6 +30,7 @@ const minClockLimit = 100 * time.Millisecond
 var (
 	errClockBeyondLimit = fmt.Errorf("%w: this replica's clock is beyond its limit from the ledger's", ledger.ErrUnavailable)
 	errClockNotMeasured = fmt.Errorf("%w: this replica's clock offset from the ledger's is not measured", ledger.ErrUnavailable)
+	errClockStepped     = fmt.Errorf("%w: this replica's clock stepped beyond its limit since it was last measured against the ledger's", ledger.ErrUnavailable)
 )
 
 // errClockOff is readiness's answer for a clock beyond its limit: probes
@@ -42,30 +44,46 @@ type clockMeter interface {
 }
 
 // clockCheck keeps a replica whose clock is wrong from consuming. Every
-// ledger entry lives for a time computed on the consuming replica's clock,
-// and every replica accepts a state by its own clock (ledgerRetention): a
-// replica whose clock runs behind the others' by more than the retention's
-// margin would open states whose entries are gone. So a replica with a
-// shared ledger measures its offset from the ledger's clock every
-// ClockCheckEvery and, while the offset is beyond the limit (or not
-// measured for three checks), refuses every consume and, when measured
-// beyond, reports unready. A nil clockCheck (the embedded ledger: one
-// process, one clock; or the check turned off) refuses nothing.
+// ledger entry lives until a deadline the state fixes, on the ledger's
+// clock, but every replica accepts a state by its own clock
+// (ledgerRetention): a replica whose clock runs behind the others' by more
+// than the retention's margin would open states whose entries are gone. So
+// a replica with a shared ledger measures its offset from the ledger's
+// clock every ClockCheckEvery and, while the offset is beyond the limit (or
+// not measured for three checks), refuses every consume and, when measured
+// beyond, reports unready. Between two measurements, the monotonic clock
+// tells how much time really passed: a wall clock that stepped since the
+// last measurement is judged at once, as if measured again (refusal). A nil
+// clockCheck (the embedded ledger: one process, one clock; or the check
+// turned off) refuses nothing.
 type clockCheck struct {
 	meter  clockMeter
 	limit  time.Duration
 	log    *slog.Logger
 	failed *sampledLog
+	wall   func() time.Time // the clock states are judged by: wallclock.Now
 
 	last atomic.Pointer[clockReading] // nil: never measured
 }
 
 // clockReading is one measurement: taken at (this process's monotonic
-// clock), and its verdict, nil within the limit.
+// clock) when the wall clock read wall, the offset and margin measured,
+// and its verdict, nil within the limit.
 type clockReading struct {
-	at      time.Time
-	offset  time.Duration
-	verdict error
+	at, wall       time.Time
+	offset, margin time.Duration
+	verdict        error
+}
+
+// stepped returns errClockStepped if the wall clock, read now, has moved
+// since r by so much more or less than the monotonic clock that the offset
+// r measured, corrected by that step, is beyond the limit.
+func (c *clockCheck) stepped(r *clockReading) error {
+	step := c.wall().Round(0).Sub(r.wall) - time.Since(r.at)
+	if (r.offset-step).Abs()-r.margin > c.limit {
+		return errClockStepped
+	}
+	return nil
 }
 
 func newClockCheck(meter clockMeter, skew time.Duration, log *slog.Logger) *clockCheck {
@@ -73,7 +91,7 @@ func newClockCheck(meter clockMeter, skew time.Duration, log *slog.Logger) *cloc
 	// already logs an unreachable ledger; this says why no one-time state
 	// opens when the ledger answers all but TIME (an ACL without +time).
 	failed := &sampledLog{msg: "clock offset not measured: one-time and latest-only opens refused", every: rate.NewLimiter(rate.Every(30*time.Second), 1)}
-	return &clockCheck{meter: meter, limit: ClockLimit(skew), log: log, failed: failed}
+	return &clockCheck{meter: meter, limit: ClockLimit(skew), log: log, failed: failed, wall: wallclock.Now}
 }
 
 // refusal returns the error a consume must fail with now, or nil.
@@ -85,18 +103,22 @@ func (c *clockCheck) refusal() error {
 	if r == nil || time.Since(r.at) > 3*ClockCheckEvery {
 		return errClockNotMeasured
 	}
-	return r.verdict
+	if r.verdict != nil {
+		return r.verdict
+	}
+	return c.stepped(r)
 }
 
-// beyond reports whether the last measurement put the clock beyond its
-// limit: readiness's question. Not measured is not beyond: a ledger
-// outage alone leaves readiness as --ready-requires-ledger says.
+// beyond reports whether the last measurement, or a step of the wall clock
+// since, put the clock beyond its limit: readiness's question. Not
+// measured is not beyond: a ledger outage alone leaves readiness as
+// --ready-requires-ledger says.
 func (c *clockCheck) beyond() bool {
 	if c == nil {
 		return false
 	}
 	r := c.last.Load()
-	return r != nil && r.verdict != nil
+	return r != nil && (r.verdict != nil || c.stepped(r) != nil)
 }
 
 // offset is the last measured offset in seconds, for the metric.
@@ -117,7 +139,9 @@ func (c *clockCheck) measure(ctx context.Context) bool {
 		c.failed.log(c.log, err)
 		return false
 	}
-	r := &clockReading{at: time.Now(), offset: offset}
+	// The wall clock without its monotonic reading: stepped compares the
+	// two clocks, so the wall reading must be the wall clock's alone.
+	r := &clockReading{at: time.Now(), wall: c.wall().Round(0), offset: offset, margin: margin}
 	if offset.Abs()-margin > c.limit {
 		r.verdict = errClockBeyondLimit
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,7 +135,7 @@ func TestClock_R6_AClockBeyondItsLimitConsumesNothing(t *testing.T) {
 		t.Errorf("a fresh reading within, then a failed measurement: open %s, want OK", got)
 	}
 	stale := *s.clock.last.Load()
-	stale.at = time.Now().Add(-4 * ClockCheckEvery)
+	stale.at, stale.wall = stale.at.Add(-4*ClockCheckEvery), stale.wall.Add(-4*ClockCheckEvery)
 	s.clock.last.Store(&stale)
 	if got := openOnce(t, s); got != "LEDGER_UNAVAILABLE" {
 		t.Errorf("stale reading: open %s, want LEDGER_UNAVAILABLE", got)
@@ -175,6 +176,47 @@ func TestRetention_R6_OutlivesEveryReplicasWindow(t *testing.T) {
 		}
 		if got, least := l.until[0].Sub(sealed.ExpiresAt.AsTime()), MaxSkew+2*ClockLimit(MaxSkew); got < least {
 			t.Errorf("skew %v: entry lives %v past expiry, want at least %v", skew, got, least)
+		}
+	}
+}
+
+// TestClock_R6_AStepBetweenMeasurementsIsJudgedAtOnce: a wall clock that
+// steps after a measurement within the limit is judged at once, by how far
+// it moved from what the monotonic clock says passed: a step that puts the
+// offset beyond the limit refuses the next consume and makes readiness say
+// beyond, without waiting for the next measurement (issue 40, finding 1: a
+// replica stepped 10m50s ahead opened a state and gave its entry 70 s of
+// life); a step that keeps it within (or brings it back) refuses nothing.
+func TestClock_R6_AStepBetweenMeasurementsIsJudgedAtOnce(t *testing.T) {
+	l := &untilLedger{}
+	s := testService(t, l)
+	s.clock = newClockCheck(&meterAt{offset: 200 * time.Millisecond, margin: time.Millisecond}, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var step atomic.Int64
+	s.clock.wall = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	s.clock.measure(context.Background())
+
+	for _, tc := range []struct {
+		name   string
+		step   time.Duration
+		want   string
+		beyond bool
+	}{
+		{"no step", 0, "OK", false},
+		{"forward 10m50s", 10*time.Minute + 50*time.Second, "LEDGER_UNAVAILABLE", true},
+		{"back 1.5s", -1500 * time.Millisecond, "LEDGER_UNAVAILABLE", true},
+		{"forward within the limit", 700 * time.Millisecond, "OK", false},
+		{"back within the limit", -700 * time.Millisecond, "OK", false},
+	} {
+		step.Store(int64(tc.step))
+		before := l.calls()
+		if got := openOnce(t, s); got != tc.want {
+			t.Errorf("%s: open %s, want %s", tc.name, got, tc.want)
+		}
+		if asked := l.calls() > before; asked != (tc.want == "OK") {
+			t.Errorf("%s: ledger asked %v", tc.name, asked)
+		}
+		if got := s.clock.beyond(); got != tc.beyond {
+			t.Errorf("%s: beyond %v, want %v", tc.name, got, tc.beyond)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 // COMMAND, which the cluster client needs to route; with --ledger-replicas,
 // WAIT and DEL.
 func aclUser(extra ...string) []string {
-	return append([]string{"--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+set", "+ping"}, extra...)
+	return append([]string{"--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+evalsha", "+eval", "+set", "+time", "+ping"}, extra...)
 }
 
 var clusterACL = []string{"+cluster|slots", "+command"}

@@ -31,17 +31,37 @@ const (
 	flowPrefix = "sealer:v1:flow:"
 )
 
-// advanceScript records ARGV[1] as the flow's highest round, for at least
-// ARGV[2] milliseconds (an entry that would live longer keeps its expiry),
-// if it is above the round recorded. It returns the round recorded before
-// (0 for none), or -1 when the round is not above it.
-var advanceScript = goredis.NewScript(`
+// The scripts judge every deadline on the ledger's clock: an entry lives
+// until the absolute time the caller gives (PXAT), which the state itself
+// fixes (its expiry plus the retention), so no replica's clock, stepped or
+// wrong, shortens it; and a call that reaches Redis at or after that time
+// records nothing and answers -2 (too late). TIME in a script needs Redis's
+// effects replication, the default since Redis 5.
+const nowScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// consumeScript records KEYS[1] as consumed until ARGV[1] (Unix ms) if it
+// is not: 0, or -1 when it is.
+var consumeScript = goredis.NewScript(nowScript + `
+if now >= tonumber(ARGV[1]) then return -2 end
+if redis.call('SET', KEYS[1], '1', 'NX', 'PXAT', ARGV[1]) then return 0 end
+return -1`)
+
+// advanceScript records ARGV[1] as the flow's highest round, until at
+// least ARGV[2] (Unix ms; an entry that lives longer keeps its expiry), if
+// it is above the round recorded. It returns the round recorded before (0
+// for none), or -1 when the round is not above it.
+var advanceScript = goredis.NewScript(nowScript + `
+local untilMs = tonumber(ARGV[2])
+if now >= untilMs then return -2 end
 local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
 if prev >= tonumber(ARGV[1]) then return -1 end
-if redis.call('PTTL', KEYS[1]) > tonumber(ARGV[2]) then
+if now + redis.call('PTTL', KEYS[1]) > untilMs then
   redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
 end
 return prev`)
 
@@ -55,7 +75,8 @@ redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1`)
 
 // Ledger is the ledger of a fleet: every replica consumes in one Redis (single
-// node, Sentinel or Cluster) with one atomic SET NX PXAT per one-time state.
+// node, Sentinel or Cluster) with one script per call, atomic on the node
+// that holds the key.
 // Any error, timeout or unexpected reply is ledger.ErrUnavailable: it never reports
 // a state as unconsumed when it cannot tell.
 type Ledger struct {
@@ -260,60 +281,47 @@ func redisKey(tenant string, id sealer.StateID) string {
 	return keyPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(id[:])
 }
 
-// Consume implements ledger.Ledger with SET key 1 NX PX ttl, ttl counted from now
-// on the sealer's clock and rounded up to the millisecond. A relative expiry
-// does not depend on Redis's clock agreeing with ours, and the entry lives at
-// least until until, since Redis starts counting when the command arrives.
-// An until not in the future is refused: Redis would answer OK to an
-// absolute expiry in the past and store nothing.
+// Consume implements ledger.Ledger with consumeScript: SET NX PXAT until,
+// on Redis's clock (see nowScript).
 //
-// With Replicas set, the SET is followed on the same connection by WAIT
+// With Replicas set, the script is followed on the same connection by WAIT
 // Replicas, half the timeout: a consume that fewer replicas acknowledge is
 // ErrUnavailable, and its key is deleted again on that connection (so on
 // the node that took it), so that a retry can consume the state once it is
 // acknowledged. If the delete does not land the state stays consumed:
 // refused, never opened twice.
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	ttl, err := entryTTL(until)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	key := redisKey(tenant, id)
+	args := []any{until.UnixMilli()}
 	if r.replicas == 0 {
-		err := setResult(r.client.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl}).Result())
+		err := scriptResult(consumeScript.Run(ctx, r.client, []string{key}, args...).Int64())
 		r.reloadOn(ctx, err)
 		return err
 	}
 	return r.acknowledged(ctx, key, "consume",
 		func(p goredis.Pipeliner) func() error {
-			set := p.SetArgs(ctx, key, "1", goredis.SetArgs{Mode: "NX", TTL: ttl})
-			return func() error { return setResult(set.Result()) }
+			set := consumeScript.Eval(ctx, p, []string{key}, args...)
+			return func() error { return scriptResult(set.Int64()) }
 		},
 		func(conn *goredis.Conn) { conn.Del(ctx, key) })
 }
 
-// Advance implements ledger.Ledger with one script on the flow's key, so one
-// node (one slot of a Cluster) decides atomically; its expiry is counted
-// from now as Consume's is. With Replicas set, the script is followed by
-// WAIT on the same connection as in Consume; an advance that too few
-// replicas acknowledge is ErrUnavailable, and is undone if the flow is
-// still at that round, so that a retry can open it once acknowledged. If
-// the undo does not land, the round stays opened: refused, never opened
-// twice.
+// Advance implements ledger.Ledger with advanceScript on the flow's key, so
+// one node (one slot of a Cluster) decides atomically, on its clock. With
+// Replicas set, the script is followed by WAIT on the same connection as
+// in Consume; an advance that too few replicas acknowledge is
+// ErrUnavailable, and is undone if the flow is still at that round, so
+// that a retry can open it once acknowledged. If the undo does not land,
+// the round stays opened: refused, never opened twice.
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	ttl, err := entryTTL(until)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
-	args := []any{round, ttl.Milliseconds()}
+	args := []any{round, until.UnixMilli()}
 	if r.replicas == 0 {
-		prev, err := advanceScript.Run(ctx, r.client, []string{key}, args...).Int64()
-		err = advanceResult(prev, err)
+		err := scriptResult(advanceScript.Run(ctx, r.client, []string{key}, args...).Int64())
 		r.reloadOn(ctx, err)
 		return err
 	}
@@ -324,17 +332,10 @@ func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 			return func() error {
 				var err error
 				prev, err = adv.Int64()
-				return advanceResult(prev, err)
+				return scriptResult(prev, err)
 			}
 		},
 		func(conn *goredis.Conn) { retreatScript.Eval(ctx, conn, []string{key}, round, prev) })
-}
-
-// entryTTL is how long an entry recorded now must live to last until
-// until, rounded up to the millisecond, or ErrTooLate.
-func entryTTL(until time.Time) (time.Duration, error) {
-	ttl, err := ledger.Remaining(until)
-	return (ttl + time.Millisecond - 1).Truncate(time.Millisecond), err
 }
 
 // acknowledged runs the write that record queues on the primary that holds
@@ -371,28 +372,18 @@ func (r *Ledger) acknowledged(ctx context.Context, key, what string, record func
 	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the %s", ledger.ErrUnavailable, acked, r.replicas, what)
 }
 
-// advanceResult maps the answer of advanceScript.
-func advanceResult(prev int64, err error) error {
+// scriptResult maps the answer of consumeScript and advanceScript: -1
+// consumed, -2 too late, any other negative a surprise.
+func scriptResult(res int64, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
-	case prev == -1:
+	case res == -1:
 		return ledger.ErrConsumed
-	case prev < 0:
-		return fmt.Errorf("%w: redis answered the advance with %d", ledger.ErrUnavailable, prev)
-	}
-	return nil
-}
-
-// setResult maps the answer to SET NX.
-func setResult(res string, err error) error {
-	switch {
-	case errors.Is(err, goredis.Nil):
-		return ledger.ErrConsumed
-	case err != nil:
-		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
-	case res != "OK":
-		return fmt.Errorf("%w: redis answered SET NX with %.20q", ledger.ErrUnavailable, res)
+	case res == -2:
+		return ledger.ErrTooLate
+	case res < 0:
+		return fmt.Errorf("%w: redis answered %d", ledger.ErrUnavailable, res)
 	}
 	return nil
 }

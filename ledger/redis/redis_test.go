@@ -114,7 +114,7 @@ func TestNew_URLs(t *testing.T) {
 // TestRedis_ACLUser checks docs/OPERATIONS.md's minimal ACL: an ACL user with only
 // SET on the ledger's keys and PING can consume; a wrong password cannot.
 func TestRedis_ACLUser(t *testing.T) {
-	srv := testredis.Start(t, false, "--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+set", "+ping")
+	srv := testredis.Start(t, false, "--user", "sealer", "on", ">s3cret-pw", "~sealer:v1:consumed:*", "+evalsha", "+eval", "+set", "+time", "+ping")
 	ok := newRedis(t, "redis://sealer:s3cret-pw@"+srv.Addr+"/0")
 	if err := ok.Ping(context.Background()); err != nil {
 		t.Fatalf("ping: %v", err)
