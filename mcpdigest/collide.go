@@ -17,9 +17,12 @@ import (
 // that differ by '_' or '-' do not collide: no decoder measured reads them
 // by their order.
 //
-// It is the rule of everyone who hands arguments to such a decoder:
-// sealer-proxy and the Go client's bindings refuse what it reports. The
-// digest itself does not (Request accepts such arguments). Names are read as
+// It is the rule of a binding that cannot rewrite what the server decodes:
+// the Go client's bindings refuse what it reports. sealer-proxy, which
+// forwards the request, hands the server the arguments in the form the
+// digest hashed instead (RequestArguments), which every deterministic
+// decoder reads one way. The digest itself refuses nothing here (Request
+// accepts such arguments). Names are read as
 // encoding/json reads them (escapes decoded, invalid UTF-8 as U+FFFD).
 // arguments should be JSON that Request or Decoded accepted; on other text
 // the answer means nothing, but it never panics. One pass, without

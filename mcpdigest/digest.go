@@ -11,7 +11,8 @@
 // # Two forms of params
 //
 // [Request] reads params as JSON text, exactly as received: the form
-// FORMAT.md specifies. [Decoded] reads params a program already decoded
+// FORMAT.md specifies; [RequestArguments] also returns the arguments in the
+// form it hashed them. [Decoded] reads params a program already decoded
 // into a map, and [Canonical] takes the salient parts of params held in any
 // other form, their arguments already in RFC 8785 form; both apply the rules
 // FORMAT.md gives for decoded params. Every path gives the same digest for
@@ -101,38 +102,53 @@ func Salient(method string) (Members, bool) {
 // are refused after one pass over params, before they are parsed. Every
 // other refusal wraps sealer.ErrArgument.
 func Request(method string, params []byte) (sealer.Digest, error) {
+	d, _, err := RequestArguments(method, params)
+	return d, err
+}
+
+// RequestArguments returns what Request returns, and the arguments as the
+// digest read them: the bytes of args in step 5 of FORMAT.md, "Request
+// digest" (their RFC 8785 form, or null), nil when params have none or the
+// method has none. A layer that forwards the request hands these bytes to
+// the server in place of the arguments as received, so that two requests
+// with one digest are read one way (FORMAT.md, "Case in the arguments").
+func RequestArguments(method string, params []byte) (sealer.Digest, []byte, error) {
 	m, ok := salient[method]
 	if !ok {
-		return sealer.Digest{}, errMethod(method)
+		return sealer.Digest{}, nil, errMethod(method)
 	}
 	if len(params) > MaxParams {
-		return sealer.Digest{}, fmt.Errorf("%w: params of %d bytes exceed %d", sealer.ErrArgument, len(params), MaxParams)
+		return sealer.Digest{}, nil, fmt.Errorf("%w: params of %d bytes exceed %d", sealer.ErrArgument, len(params), MaxParams)
 	}
 	if err := boundArguments(m.Arguments, params); err != nil {
-		return sealer.Digest{}, err
+		return sealer.Digest{}, nil, err
 	}
 	// jcs rejects syntax errors, duplicate names, invalid UTF-8 and lone
 	// surrogates. Its messages quote the input, so they are not passed on.
 	canon, err := jcs.Transform(params)
 	if err != nil || len(canon) == 0 || canon[0] != '{' {
-		return sealer.Digest{}, fmt.Errorf("%w: params must be a JSON object in UTF-8 without duplicate names", sealer.ErrArgument)
+		return sealer.Digest{}, nil, fmt.Errorf("%w: params must be a JSON object in UTF-8 without duplicate names", sealer.ErrArgument)
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &members); err != nil {
-		return sealer.Digest{}, fmt.Errorf("%w: params must be a JSON object", sealer.ErrArgument)
+		return sealer.Digest{}, nil, fmt.Errorf("%w: params must be a JSON object", sealer.ErrArgument)
 	}
 	if err := checkNames(method, members); err != nil {
-		return sealer.Digest{}, err
+		return sealer.Digest{}, nil, err
 	}
 	var target string
 	if err := json.Unmarshal(members[m.Target], &target); err != nil {
-		return sealer.Digest{}, errTarget(m)
+		return sealer.Digest{}, nil, errTarget(m)
 	}
 	var args []byte
 	if m.Arguments != "" {
-		args = members[m.Arguments]
+		args = members[m.Arguments] // a copy of canon's bytes: JCS form
 	}
-	return Canonical(method, target, args)
+	d, err := Canonical(method, target, args)
+	if err != nil {
+		return sealer.Digest{}, nil, err
+	}
+	return d, args, nil
 }
 
 // Decoded returns the digest of an MCP request whose params a program holds

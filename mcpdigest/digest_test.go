@@ -54,6 +54,33 @@ func TestRequest_R5_SameRequest(t *testing.T) {
 	}
 }
 
+// TestRequestArguments_TheFormItHashed (issue 40, 6): every spelling of the
+// same request gives one text of arguments, the one the digest hashed, so
+// a layer that forwards that text hands the server one reading of them.
+func TestRequestArguments_TheFormItHashed(t *testing.T) {
+	const want = `{"days":1,"location":"New York","units":{"t":"C","w":"kmh"}}`
+	for _, params := range []string{original,
+		`{"arguments":{"units":{"w":"kmh","t":"C"},"days":1e0,"location":"New\u0020York"},"name":"get_weather"}`} {
+		d, args, err := mcpdigest.RequestArguments("tools/call", []byte(params))
+		if err != nil || string(args) != want || d != mustDigest(t, "tools/call", original) {
+			t.Errorf("%s: got %s, %v; want %s and Request's digest", params, args, err, want)
+		}
+		if again, err := mcpdigest.Canonical("tools/call", "get_weather", args); err != nil || again != d {
+			t.Errorf("%s: Canonical of the arguments it returned: %v, %v; want %v", params, again, err, d)
+		}
+	}
+	for _, tc := range []struct{ method, params, want string }{
+		{"tools/call", `{"name":"t"}`, ""},
+		{"tools/call", `{"name":"t","arguments":null}`, "null"},
+		{"prompts/get", `{"name":"p","arguments":{ "b" : "\u00e9", "a":"x" }}`, `{"a":"x","b":"é"}`},
+		{"resources/read", `{"uri":"file:///a","arguments":{"x":1}}`, ""},
+	} {
+		if _, args, err := mcpdigest.RequestArguments(tc.method, []byte(tc.params)); err != nil || string(args) != tc.want {
+			t.Errorf("%s %s: got %q, %v; want %q", tc.method, tc.params, args, err, tc.want)
+		}
+	}
+}
+
 func TestRequest_R5_OtherRequest(t *testing.T) {
 	base := mustDigest(t, "tools/call", original)
 	other := []struct{ name, method, params string }{
