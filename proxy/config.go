@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-sealer/sealer/client"
+	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
@@ -50,7 +51,8 @@ type Config struct {
 
 	// Sealer is the sealer's gRPC address; SealerCA verifies it over TLS
 	// (plaintext when empty: loopback only), SealerCert and SealerKey are
-	// the proxy's client certificate, SealerTokenFile holds its bearer token.
+	// the proxy's client certificate, SealerTokenFile holds its bearer token
+	// (over plaintext only to a loopback Sealer).
 	Sealer, SealerCA, SealerCert, SealerKey, SealerTokenFile string
 	// SealerTimeout bounds each Seal and Open.
 	SealerTimeout time.Duration
@@ -224,6 +226,12 @@ func (c *Config) Validate() error {
 	}
 	if (c.SealerCert == "") != (c.SealerKey == "") {
 		bad("sealer-cert and sealer-key go together")
+	}
+	// A token in plaintext goes to whoever is on the path: the rule of the
+	// sealer's own listeners (netaddr.IsLoopback).
+	if c.SealerTokenFile != "" && c.SealerCA == "" && !netaddr.IsLoopback(c.Sealer) {
+		bad("refusing to send the sealer-token-file's bearer token over plaintext to %s, which is not loopback: "+
+			"set sealer-ca (TLS), or reach the sealer on 127.0.0.1", c.Sealer)
 	}
 	if c.MaxStateBytes < 1 || c.MaxStateBytes > sealer.MaxPayload {
 		bad("max-state-bytes %d: want 1 to %d", c.MaxStateBytes, sealer.MaxPayload)

@@ -115,3 +115,34 @@ func (c *call) target() string {
 	}
 	return t
 }
+
+// asksUpgrade reports whether a request asks to switch protocols: an
+// Upgrade header, or Connection naming upgrade. Streamable HTTP never
+// upgrades, and past a 101 every byte would bypass the proxy.
+func asksUpgrade(h http.Header) bool {
+	if len(h.Values("Upgrade")) > 0 {
+		return true
+	}
+	for _, line := range h.Values("Connection") {
+		for _, token := range strings.Split(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// encoded reports whether any Content-Encoding line of h names a coding
+// other than identity. Every line is read: a reader that takes another line
+// than the first, or all of them, would decode what the proxy read as it is.
+func encoded(h http.Header) bool {
+	for _, line := range h.Values("Content-Encoding") {
+		for _, coding := range strings.Split(line, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}

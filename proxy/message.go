@@ -212,12 +212,18 @@ type call struct {
 	params *object         // nil when the request has none
 	id     json.RawMessage // nil for a notification
 	method string
-	// state is params.requestState; hasState is false when absent or empty.
+	// state is params.requestState; hasState is true when params have one,
+	// whatever its value ("" included).
 	state    string
 	hasState bool
+	// answered is true when params have inputResponses, of any value.
+	answered bool
 	// binding is the request's digest, for the three methods with params;
 	// when the call carries a state, with the keys of its inputResponses.
 	binding *client.Binding
+	// rewritten is true when params.arguments were replaced by the form
+	// the digest hashed, which the upstream gets in place of theirs.
+	rewritten bool
 }
 
 // requestError is a JSON-RPC error the proxy answers itself.
@@ -237,7 +243,6 @@ var (
 	errBindParams = &requestError{-32602, "invalid params: the request cannot be bound to a requestState"}
 	errInputsName = &requestError{-32602, "invalid params: a member is named like inputResponses in another spelling"}
 	errInputs     = &requestError{-32602, "invalid params: inputResponses must be one JSON object without repeated keys"}
-	errArgsFold   = &requestError{-32602, "invalid params: arguments hold member names that differ only in case"}
 )
 
 // parseCall reads a POST body. It refuses what the proxy and an upstream
@@ -248,8 +253,10 @@ var (
 // kebab-case: looseVariant); with a state, an inputResponses that is not one
 // object without repeated keys. Members the proxy reads nothing from (_meta)
 // are passed as they are: an upstream that reads them under another name
-// reads nothing the proxy has checked. With an error, the call it returns
-// (possibly nil) holds the id to echo.
+// reads nothing the proxy has checked. The arguments of tools/call and
+// prompts/get are set to the form the digest hashed (FORMAT.md, "Case in
+// the arguments"). With an error, the call it returns (possibly nil) holds
+// the id to echo.
 func parseCall(body []byte) (*call, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		return nil, errBatch
@@ -291,11 +298,13 @@ func parseCall(body []byte) (*call, error) {
 	if bindable && c.params.variant(salient.Names()...) {
 		return c, errBindName
 	}
-	if v, ok := c.params.get("requestState"); ok && !bytes.Equal(v, []byte("null")) {
-		if json.Unmarshal(v, &c.state) != nil || !bindable {
+	// A state present is opened, whatever its value: an upstream may tell
+	// "" from none (Python's `is None`), and null is no string.
+	if v, ok := c.params.get("requestState"); ok {
+		if bytes.Equal(v, []byte("null")) || json.Unmarshal(v, &c.state) != nil || !bindable {
 			return c, errStateParam
 		}
-		c.hasState = c.state != ""
+		c.hasState = true
 	}
 	if !bindable {
 		return c, nil
@@ -303,6 +312,7 @@ func parseCall(body []byte) (*call, error) {
 	if c.params.variant("inputResponses") {
 		return c, errInputsName
 	}
+	_, c.answered = c.params.get("inputResponses")
 	var responded []string
 	if c.hasState {
 		if responded, err = memberNames(c.params, "inputResponses"); err != nil {
@@ -311,15 +321,16 @@ func parseCall(body []byte) (*call, error) {
 	}
 	// The params are text, so the digest's rules for text apply to the
 	// whole of them (FORMAT.md, "Request digest"), ignored members included.
-	d, err := mcpdigest.Request(c.method, raw)
+	d, args, err := mcpdigest.RequestArguments(c.method, raw)
 	if err != nil {
 		return c, errBindParams
 	}
-	// The digest binds both orders of members whose names differ only in
-	// case; an upstream's decoder may not read them alike (FORMAT.md, "Case
-	// in the arguments").
-	if args, ok := c.params.get("arguments"); ok && salient.Arguments != "" && mcpdigest.NamesCollide(args) {
-		return c, errArgsFold
+	// Spellings the digest binds alike (members in another order, 1.0 for
+	// 1) may be read two ways by the upstream's decoder: it gets the one
+	// the digest hashed, in every round.
+	if received, ok := c.params.get(salient.Arguments); ok && args != nil && !bytes.Equal(received, args) {
+		c.params.set(salient.Arguments, args)
+		c.rewritten = true
 	}
 	c.binding = &client.Binding{Digest: d[:], Responded: responded}
 	return c, nil
@@ -352,9 +363,21 @@ func memberNames(o *object, name string) ([]string, error) {
 	return inner.names, nil
 }
 
+// forwarded returns the body of a call without a state for the upstream:
+// the body as received, or, when its arguments were rewritten, with them
+// and every other byte of params and of the envelope as received.
+func (c *call) forwarded(received []byte) []byte {
+	if !c.rewritten {
+		return received
+	}
+	c.env.set("params", c.params.encode())
+	return c.env.encode()
+}
+
 // withState returns the request's body with params.requestState replaced by
 // state, or removed when state is empty (a state of the proxy's own),
-// every other byte of params and of the envelope as received.
+// every other byte of params and of the envelope as received but the
+// arguments, in the form the digest hashed.
 func (c *call) withState(state []byte) []byte {
 	if len(state) == 0 {
 		c.params.del("requestState")

@@ -115,49 +115,46 @@ func TestParseCall_PassesMembersItDoesNotBind(t *testing.T) {
 	}
 }
 
+// TestWithState_ChangesTheStateAlone: the state, and the arguments into the
+// form the digest hashed; every other byte as received.
 func TestWithState_ChangesTheStateAlone(t *testing.T) {
-	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"a":1},"name":"t","arguments":{"z":1, "a":[1,2]},"requestState":"sealed","inputResponses":{"k":{"action":"accept"}}}}`
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"a":1.0},"name":"t","arguments":{"z":1, "a":[1,2]},"requestState":"sealed","inputResponses":{"k":{"action":"accept"}}}}`
 	c, err := parseCall([]byte(body))
 	if err != nil || !c.hasState || c.state != "sealed" {
 		t.Fatalf("got %+v, %v", c, err)
 	}
 	got := string(c.withState([]byte(`{"round":"</2>"}`)))
-	want := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"a":1},"name":"t","arguments":{"z":1, "a":[1,2]},"requestState":"{\"round\":\"\u003c/2\u003e\"}","inputResponses":{"k":{"action":"accept"}}}}`
+	want := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"a":1.0},"name":"t","arguments":{"a":[1,2],"z":1},"requestState":"{\"round\":\"\u003c/2\u003e\"}","inputResponses":{"k":{"action":"accept"}}}}`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
 
-// TestParseCall_RefusesCaseCollidingArguments (issue 35): arguments whose
-// member names collide under case folding, at any depth, are refused on
-// tools/call and prompts/get, state or none; names that differ by '_' or
-// '-' pass.
-func TestParseCall_RefusesCaseCollidingArguments(t *testing.T) {
-	for _, tc := range []struct {
-		name, params string
-		want         *requestError
-	}{
-		{"top level", `"name":"a","arguments":{"Item":"car","item":"pen"}`, errArgsFold},
-		{"with a state", `"name":"a","arguments":{"item":"pen","ITEM":"car"},"requestState":"s"`, errArgsFold},
-		{"in an object in an array", `"name":"a","arguments":{"o":[1,{"x":{"sku":1,"SKU":2}}]}`, errArgsFold},
-		{"long s", `"name":"a","arguments":{"size":1,"ſize":2}`, errArgsFold},
-		{"Kelvin sign", `"name":"a","arguments":{"kind":1,"Kind":2}`, errArgsFold},
-		{"dotless i", `"name":"a","arguments":{"item":1,"ıtem":2}`, errArgsFold},
-		{"dotted capital I", `"name":"a","arguments":{"item":1,"İtem":2}`, errArgsFold},
-		{"escaped", `"name":"a","arguments":{"item":1,"Item":2}`, errArgsFold},
-		{"separators differ", `"name":"a","arguments":{"item_id":1,"itemId":2,"item-id":3}`, nil},
-		{"same name in sibling objects", `"name":"a","arguments":{"a":{"x":1},"b":{"X":1},"c":[{"x":1},{"X":2}]}`, nil},
-		{"names in values are not members", `"name":"a","arguments":{"x":"X","y":["x","X"]}`, nil},
-		{"_meta is not bound", `"name":"a","arguments":{},"_meta":{"k":1,"K":2}`, nil},
+// TestParseCall_CaseCollidingArgumentsInTheDigestsForm (issue 35; issue
+// 40, 6): arguments whose member names collide under case folding, at any
+// depth, are no longer refused: on tools/call and prompts/get, state or
+// none, the upstream gets them in the one form the digest hashed (RFC
+// 8785), so both orders of such members are one text, read one way.
+func TestParseCall_CaseCollidingArgumentsInTheDigestsForm(t *testing.T) {
+	for _, tc := range []struct{ name, args, want string }{
+		{"top level", `{"item":"pen","Item":"car"}`, `{"Item":"car","item":"pen"}`},
+		{"in an object in an array", `{"o":[1,{"x":{"sku":1,"SKU":2}}]}`, `{"o":[1,{"x":{"SKU":2,"sku":1}}]}`},
+		{"long s", `{"ſize":2,"size":1}`, `{"size":1,"ſize":2}`},
+		{"Kelvin sign", `{"kind":1,"Kind":2}`, `{"Kind":2,"kind":1}`},
+		{"escaped", `{"item":1,"\u0049tem":2}`, `{"Item":2,"item":1}`},
+		{"separators differ", `{"item_id":1,"itemId":2,"item-id":3}`, `{"item-id":3,"itemId":2,"item_id":1}`},
+		{"numbers", `{"q":1.0,"r":1e0,"s":10e-1,"t":-0}`, `{"q":1,"r":1,"s":1,"t":0}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, method := range []string{"tools/call", "prompts/get"} {
-				if method == "prompts/get" && strings.Contains(tc.params, "[") {
-					continue // prompt arguments are strings; the digest refuses nothing here, the proxy neither
-				}
-				_, err := parseCall([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + tc.params + `}}`))
-				if err != tc.want && tc.want != nil || tc.want == nil && err != nil {
-					t.Errorf("%s: got %v, want %v", method, err, tc.want)
+				for _, state := range []string{"", `,"requestState":"s"`} {
+					c, err := parseCall([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":"a","arguments":` + tc.args + state + `}}`))
+					if err != nil {
+						t.Fatalf("%s%s: %v", method, state, err)
+					}
+					if got, _ := c.params.get("arguments"); string(got) != tc.want || !c.rewritten {
+						t.Errorf("%s%s: got arguments %s (rewritten %v), want %s", method, state, got, c.rewritten, tc.want)
+					}
 				}
 			}
 		})
@@ -226,8 +223,10 @@ func FuzzParseCall(f *testing.F) {
 				t.Fatalf("accepted beside a state: the envelope member %q", n)
 			}
 		}
-		if args, ok := c.params.get("arguments"); ok && mcpdigest.NamesCollide(args) {
-			t.Fatalf("accepted beside a state: arguments %s with names that collide under case folding", args)
+		if args, ok := c.params.get("arguments"); ok && carriesState(c.method) {
+			if _, want, _ := mcpdigest.RequestArguments(c.method, c.params.encode()); want != nil && !bytes.Equal(args, want) {
+				t.Fatalf("forwarded beside a state: arguments %s, not the form the digest hashed, %s", args, want)
+			}
 		}
 		for _, n := range c.params.names {
 			m, _ := mcpdigest.Salient(c.method)
@@ -236,7 +235,7 @@ func FuzzParseCall(f *testing.F) {
 			}
 		}
 		again, err := parseCall(c.withState([]byte("original")))
-		if err != nil || again.state != "original" || !bytes.Equal(again.binding.Digest, c.binding.Digest) {
+		if err != nil || again.state != "original" || !bytes.Equal(again.binding.Digest, c.binding.Digest) || again.rewritten {
 			t.Fatalf("the rewritten body parses to %+v, %v", again, err)
 		}
 	})

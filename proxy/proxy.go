@@ -8,10 +8,10 @@
 //   - A tools/call, prompts/get or resources/read whose params carry a
 //     requestState: the state is opened by the sealer with the caller's
 //     principal and the request as received (client.Binding, the same
-//     binding as the Go client's). On success the upstream gets its own
-//     original state in its place and nothing else changes. A refused state
-//     is a JSON-RPC error -32602 echoing the id, and the upstream is never
-//     called; a sealer that cannot answer (LEDGER_UNAVAILABLE, a timeout) is
+//     binding as the Go client's), whatever its value ("" included). On
+//     success the upstream gets its own original state in its place. A
+//     refused state is a JSON-RPC error -32602 echoing the id, and the
+//     upstream is never called; a sealer that cannot answer (LEDGER_UNAVAILABLE, a timeout) is
 //     a retryable error (HTTP 503, JSON-RPC -32603), never a pass.
 //   - A result carrying a requestState, in a JSON body or in the SSE event
 //     that holds it: the state is sealed with the caller's principal and
@@ -27,8 +27,14 @@
 //     rounds answers -32602 in place of the next round. A response to one of the three methods that
 //     the proxy cannot read (a media type other than application/json or
 //     text/event-stream, a JSON body that is not one object, a compressed
-//     body) is replaced by a JSON-RPC error, HTTP 502 in place of a success,
+//     body, on any Content-Encoding line) is replaced by a JSON-RPC error, HTTP 502 in place of a success,
 //     never passed unsealed. A leading byte order mark is removed.
+//   - The arguments of tools/call and prompts/get reach the upstream in the
+//     form the digest hashed (RFC 8785), first round and retry alike, so
+//     that two requests bound alike are one text to any decoder.
+//   - For a one-time tool, prompt or resource, inputResponses without a
+//     requestState are refused: they would repeat what the one open of the
+//     proxy's own state allows once.
 //   - Everything else passes through unchanged and unbuffered: other SSE
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
@@ -36,7 +42,9 @@
 //     OPTIONS pass without one (a body on them is refused); any other HTTP
 //     method, another case of POST included, is answered 405 with an Allow
 //     header. Method override headers (X-HTTP-Method-Override,
-//     X-HTTP-Method, X-Method-Override, in any spelling) are removed.
+//     X-HTTP-Method, X-Method-Override, in any spelling) are removed. A
+//     request asking a protocol upgrade is refused, and a 101 from the
+//     upstream is a 502: past it no byte would be read.
 //
 // A state is sealed only in the response to the request that made it: a
 // result sent elsewhere (on a GET stream, or replayed on resumption) passes
@@ -55,8 +63,7 @@
 // in another case or with '_' or '-' (decoders such as Go's encoding/json
 // match names regardless of case; pydantic models with camelCase aliases and
 // populate_by_name, as in the Python SDK, read request_state too), and on
-// the three methods a member named like inputResponses in another spelling,
-// and arguments whose member names collide under case folding at any depth.
+// the three methods a member named like inputResponses in another spelling.
 // Trailers, and other spellings of the headers the proxy owns or checks,
 // never reach the upstream.
 package proxy
@@ -160,6 +167,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.dropOwnedHeaders(r.Header)
+	if asksUpgrade(r.Header) {
+		p.refuse(w, nil, "upgrade", http.StatusBadRequest, errUpgrade)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet, http.MethodDelete, http.MethodOptions:
@@ -177,7 +188,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, nil, "http_method", http.StatusMethodNotAllowed, errHTTPMethod)
 		return
 	}
-	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+	if encoded(r.Header) {
 		p.refuse(w, nil, "encoded_body", http.StatusUnsupportedMediaType, &requestError{-32600, "invalid request: compressed bodies are not accepted"})
 		return
 	}
@@ -206,6 +217,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, body)
 		return
 	}
+	// A one-time round's answers come with its state: without one, they
+	// would reach an upstream that asks without a state as often as they
+	// are sent, past the one open of the proxy's own state.
+	if c.answered && !c.hasState && p.cfg.Policy.oneTime(c.method, c.target()) {
+		p.refuse(w, c.id, "one_time_answers_without_state", http.StatusBadRequest, errAnswersWithoutState)
+		return
+	}
 	// What the upstream would refuse is refused before the Open, which
 	// spends a latest-only round.
 	if err := checkHeaders(r.Header, c); err != nil {
@@ -226,6 +244,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body = c.withState(opened.Payload)
+	} else {
+		body = c.forwarded(body)
 	}
 	p.metrics.request(methodLabel(c.method), "forwarded")
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who, opened: opened})), body)
@@ -252,8 +272,10 @@ func (p *Proxy) bind(d []byte) []byte {
 const allowedMethods = "GET, POST, DELETE, OPTIONS"
 
 var (
-	errHTTPMethod      = &requestError{-32600, "invalid request: HTTP method not allowed (GET, POST, DELETE, OPTIONS)"}
-	errBodyWithoutPost = &requestError{-32600, "invalid request: a request body is accepted on POST only"}
+	errHTTPMethod          = &requestError{-32600, "invalid request: HTTP method not allowed (GET, POST, DELETE, OPTIONS)"}
+	errBodyWithoutPost     = &requestError{-32600, "invalid request: a request body is accepted on POST only"}
+	errUpgrade             = &requestError{-32600, "invalid request: protocol upgrades are not accepted"}
+	errAnswersWithoutState = &requestError{-32602, "invalid params: the inputResponses of a one-time request come with its requestState"}
 )
 
 // forward sends body to the upstream in place of the request's own, without
@@ -311,6 +333,10 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // response seals the state of a result to one of the three methods: in a
 // JSON body, or in the SSE events of the stream.
 func (p *Proxy) response(resp *http.Response) error {
+	// Past a 101 every byte would bypass the proxy: an error, answered 502.
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return errUpstreamUpgraded
+	}
 	x, _ := resp.Request.Context().Value(exchangeKey{}).(*exchange)
 	if x == nil {
 		return nil
@@ -322,7 +348,7 @@ func (p *Proxy) response(resp *http.Response) error {
 		}
 		return p.replace(resp, x, errUpstreamMediaType)
 	}
-	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+	if encoded(resp.Header) {
 		return p.replace(resp, x, errUpstreamEncoded)
 	}
 	ctx := resp.Request.Context()
@@ -376,6 +402,7 @@ var byteOrderMark = []byte("\uFEFF")
 
 var (
 	errUpstreamEncoded   = errors.New("proxy: the upstream compressed a response the proxy must read")
+	errUpstreamUpgraded  = errors.New("proxy: the upstream switched protocols (101), which Streamable HTTP never does")
 	errUpstreamMediaType = errors.New("proxy: the upstream answered in a media type the proxy does not read (application/json and text/event-stream only)")
 	errUpstreamNotObject = errors.New("proxy: the upstream's JSON response is not one JSON object without repeated members")
 	errUpstreamEvent     = errors.New("proxy: the upstream's SSE event is not one JSON object without repeated members")
@@ -547,8 +574,6 @@ func refusal(e *requestError) string {
 		return "input_responses_variant"
 	case errInputs:
 		return "input_responses"
-	case errArgsFold:
-		return "arguments_case_collision"
 	}
 	return "parse"
 }

@@ -171,7 +171,7 @@ func dialSealer(cfg Config) (*grpc.ClientConn, error) {
 
 // bearerToken sends the proxy's token with every call to the sealer. With
 // TLS (secure) grpc refuses to send it over a plaintext connection; without
-// TLS the sealer accepts plaintext only on loopback or when told --insecure.
+// TLS Config.Validate has refused any sealer address but loopback.
 type bearerToken struct {
 	token  string
 	secure bool
