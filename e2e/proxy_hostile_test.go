@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,46 +222,94 @@ func shop(w http.ResponseWriter, req upstreamCall) {
 	jsonResult(w, req.ID, toolResult("SOLD "+args.Item+" for 1.00"))
 }
 
-// TestProxy_Hostile_CaseCollidingArgumentsRefused (issue 35, 1; R5): the
-// digest sorts members, so {"Item":"car","item":"pen"} and its members
-// swapped bind alike, while encoding/json (case-insensitive, last member
-// wins) reads pen from one and car from the other. The proxy refuses
-// arguments with members that collide under case folding, at any depth,
-// before the upstream; names that differ by separators only, which neither
-// encoding/json nor pydantic reads as one, still pass.
-func TestProxy_Hostile_CaseCollidingArgumentsRefused(t *testing.T) {
+// looseRead reads flat arguments as a lenient decoder does: member names
+// folded (case, '_' and '-' dropped, ß as ss: encoding/json/v2's
+// case-insensitive matching, a tool that merges names by full case
+// folding), the last member winning, each value as its text (a typed
+// decoder reads 1.0 and 1 apart).
+func looseRead(args json.RawMessage) string {
+	fold := strings.NewReplacer("_", "", "-", "", "ß", "ss")
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.Token() // {
+	read := map[string]string{}
+	for dec.More() {
+		name, _ := dec.Token()
+		var v json.RawMessage
+		dec.Decode(&v)
+		read[fold.Replace(strings.ToLower(name.(string)))] = string(v)
+	}
+	keys := make([]string, 0, len(read))
+	for k := range read {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, k+"="+read[k])
+	}
+	return strings.Join(out, " ")
+}
+
+// looseShop quotes, in round 1, the arguments as looseRead reads them (in
+// its plain state) and sells, in round 2, what it reads in the retry's.
+func looseShop(w http.ResponseWriter, req upstreamCall) {
+	reading := looseRead(req.Params.Arguments)
+	if req.Params.RequestState == "" {
+		st, _ := json.Marshal(map[string]string{"quoted": reading})
+		jsonResult(w, req.ID, askResult("confirm", string(st)))
+		return
+	}
+	var st struct{ Quoted string }
+	json.Unmarshal([]byte(req.Params.RequestState), &st)
+	jsonResult(w, req.ID, toolResult("quoted "+st.Quoted+"; sold "+reading))
+}
+
+// TestProxy_Hostile_ArgumentsReadOneWay (issue 40, 6; R5): two spellings of
+// the arguments that the digest binds alike (members swapped, a number
+// spelled 1.0 or 1e0 then 1) are read two ways by lenient decoders: case
+// folding with the last member winning (encoding/json), names without '_'
+// and '-' (encoding/json/v2's case-insensitive matching), full case folding
+// (ß and ss), numbers by their text. The proxy forwards the arguments of
+// both rounds in the one form the digest hashed, their RFC 8785 form, so
+// the upstream sells what it quoted, whatever its decoder.
+func TestProxy_Hostile_ArgumentsReadOneWay(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
-	up := startUpstream(t, shop)
+	up := startUpstream(t, looseShop)
 	url := startProxy(t, s, up.url, "--principal", "bearer")
-
-	// Alone, the upstream quotes pen and sells car for the same binding.
-	_, quote := mcpPost(t, up.url, "tools/call", "buy", toolParams("buy", `{"Item":"car","item":"pen"}`, ""), nil)
-	_, sold := mcpPost(t, up.url, "tools/call", "buy", toolParams("buy", `{"item":"pen","Item":"car"}`, `{"quoted":"pen"}`, "confirm"), nil)
-	if !strings.Contains(quote, `pen`) || !strings.Contains(sold, "SOLD car") {
-		t.Fatalf("the upstream alone: quoted %q, sold %q; want pen quoted, car sold", quote, sold)
-	}
-
-	for _, args := range []string{
-		`{"Item":"car","item":"pen"}`,
-		`{"item":"pen","ITEM":"car"}`,
-		`{"item":"pen","ıtem":"car"}`,
-		`{"order":{"lines":[{"sku":"a","SKU":"b"}]}}`,
-	} {
-		before := up.calls()
-		_, body := mcpPost(t, url, "tools/call", "buy", toolParams("buy", args, ""), nil)
-		if a := parseAnswer(t, body); a.Error == nil || a.Error.Code != -32602 || up.calls() != before {
-			t.Errorf("arguments %s: got %s, %d upstream calls; want error -32602, none", args, a, up.calls()-before)
+	rounds := func(target, first, second string) (string, string) {
+		_, body := mcpPost(t, target, "tools/call", "buy", toolParams("buy", first, ""), nil)
+		a := parseAnswer(t, body)
+		if a.Error != nil || a.Result.RequestState == "" {
+			return "round 1: " + a.String(), ""
 		}
+		_, body = mcpPost(t, target, "tools/call", "buy", toolParams("buy", second, a.Result.RequestState, "confirm"), nil)
+		got := parseAnswer(t, body).String()
+		quoted, sold, _ := strings.Cut(strings.TrimPrefix(got, "complete quoted "), "; sold ")
+		return quoted, sold
 	}
-	_, body := mcpPost(t, url, "prompts/get", "p", `{`+meta+`,"name":"p","arguments":{"Topic":"a","topic":"b"}}`, nil)
-	if a := parseAnswer(t, body); a.Error == nil || a.Error.Code != -32602 {
-		t.Errorf("prompt arguments Topic and topic: got %s, want error -32602", a)
-	}
-	before := up.calls()
-	_, body = mcpPost(t, url, "tools/call", "buy", toolParams("buy", `{"item":"pen","item_id":1,"itemId":2,"item-id":3}`, ""), nil)
-	if a := parseAnswer(t, body); a.Error != nil || a.Result.RequestState == "" || up.calls() != before+1 {
-		t.Errorf("names that differ by separators: got %s, want the round passed on and sealed", a)
+	for _, tc := range []struct{ what, first, second string }{
+		{"case, last member wins", `{"Item":"car","item":"pen"}`, `{"item":"pen","Item":"car"}`},
+		{"separators dropped", `{"item_id":"a","itemId":"b"}`, `{"itemId":"b","item_id":"a"}`},
+		{"full case folding", `{"straße":"a","strasse":"b"}`, `{"strasse":"b","straße":"a"}`},
+		{"1.0 then 1", `{"qty":1.0}`, `{"qty":1}`},
+		{"1e0 then 1", `{"qty":1e0}`, `{"qty":1}`},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			if quoted, sold := rounds(up.url, tc.first, tc.second); quoted == sold {
+				t.Fatalf("the upstream alone quoted %q and sold %q; want them to differ (the decoder reads two ways)", quoted, sold)
+			}
+			quoted, sold := rounds(url, tc.first, tc.second)
+			if quoted != sold || sold == "" {
+				t.Errorf("through the proxy: quoted %q, sold %q; want the same", quoted, sold)
+			}
+			up.mu.Lock()
+			first, second := up.seen[len(up.seen)-2].params["arguments"], up.seen[len(up.seen)-1].params["arguments"]
+			up.mu.Unlock()
+			if string(first) != string(second) {
+				t.Errorf("the upstream got the arguments %s, then %s; want one form", first, second)
+			}
+		})
 	}
 }
 
@@ -449,6 +499,15 @@ func sloppyReply(mode string) func(w http.ResponseWriter, req upstreamCall) {
 		case "json RequestState":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, strings.Replace(msg, `"requestState"`, `"RequestState"`, 1))
+		case "sse gzip after Content-Encoding identity":
+			// A reader of the first line alone takes the body as it is;
+			// a client that reads every line (or the last) gunzips it.
+			w.Header().Add("Content-Encoding", "identity")
+			w.Header().Add("Content-Encoding", "gzip")
+			w.Header().Set("Content-Type", "text/event-stream")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, "data: "+msg+"\n\n")
+			zw.Close()
 		case "sse with its Content-Length":
 			data := "data: " + msg + "\n\n"
 			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
@@ -457,22 +516,34 @@ func sloppyReply(mode string) func(w http.ResponseWriter, req upstreamCall) {
 	}
 }
 
+// gunzip is body gunzipped, or "" when it is not gzip.
+func gunzip(body string) string {
+	zr, err := gzip.NewReader(strings.NewReader(body))
+	if err != nil {
+		return ""
+	}
+	plain, _ := io.ReadAll(zr)
+	return string(plain)
+}
+
 // TestProxy_Hostile_SloppyUpstreamNeverPassesAPlainState (issue 35, 3 and
-// 4): what a sloppy upstream answers a tools/call, and the proxy cannot
-// read exactly (text after the JSON, two messages in one event, a
-// requestState twice or in another case) becomes a JSON-RPC error, never
-// passed with the plain state; an SSE answer that carries the upstream's
-// Content-Length arrives whole, its state sealed.
+// 4; issue 40, 5): what a sloppy upstream answers a tools/call, and the
+// proxy cannot read exactly (text after the JSON, two messages in one
+// event, a requestState twice or in another case, a second Content-Encoding
+// line) becomes a JSON-RPC error, never passed with the plain state; an SSE
+// answer that carries the upstream's Content-Length arrives whole, its
+// state sealed.
 func TestProxy_Hostile_SloppyUpstreamNeverPassesAPlainState(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	s := start(t, t.TempDir())
 	for _, mode := range []string{"sse text after the JSON", "sse two messages in one event", "sse duplicated requestState",
-		"json duplicated requestState", "sse RequestState", "json RequestState", "sse with its Content-Length"} {
+		"json duplicated requestState", "sse RequestState", "json RequestState", "sse gzip after Content-Encoding identity",
+		"sse with its Content-Length"} {
 		t.Run(mode, func(t *testing.T) {
 			up := startUpstream(t, sloppyReply(mode))
 			url := startProxy(t, s, up.url, "--principal", "bearer")
 			status, body := mcpPost(t, url, "tools/call", "buy", toolParams("buy", `{}`, ""), nil)
-			if strings.Contains(body, "PLAIN-SECRET") {
+			if strings.Contains(body, "PLAIN-SECRET") || strings.Contains(gunzip(body), "PLAIN-SECRET") {
 				t.Fatalf("HTTP %d %q: the plain state passed", status, body)
 			}
 			a := parseAnswer(t, body)
