@@ -44,7 +44,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.SealerCA, "sealer-ca", "", "CA bundle (PEM) verifying the sealer (TLS when set)")
 	fs.StringVar(&cfg.SealerCert, "sealer-cert", "", "client certificate (PEM) for the sealer (mTLS)")
 	fs.StringVar(&cfg.SealerKey, "sealer-key", "", "client key (PEM) for the sealer")
-	fs.StringVar(&cfg.SealerTokenFile, "sealer-token-file", "", "file holding the bearer token for the sealer")
+	fs.StringVar(&cfg.SealerTokenFile, "sealer-token-file", "", "file holding the bearer token for the sealer (without sealer-ca, only to a sealer on loopback)")
 	fs.DurationVar(&cfg.SealerTimeout, "sealer-timeout", cfg.SealerTimeout, "bound on each Seal and Open")
 	fs.StringVar(&cfg.Principal, "principal", "", "who the caller is: bearer (its token, hashed), cert (its client certificate), header (set by a trusted proxy in front), or anonymous (every caller the same)")
 	fs.StringVar(&cfg.PrincipalHeaderName, "principal-header-name", cfg.PrincipalHeaderName, "principal header: the header naming the caller; removed from callers' requests in the other modes")
