@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
@@ -30,7 +31,7 @@ from starlette.types import ASGIApp
 
 import mrtr_tools
 from mrtr_tools import Reply, Round
-from serving import counted, parse_args, serve
+from serving import counted, parse_args, principal_options, serve
 
 
 def _round(ctx: Context) -> Round:
@@ -59,10 +60,11 @@ def _booking(name: str) -> Callable[[str, Context], Awaitable[Reply]]:
     return handler
 
 
-def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[str, str] | None = None) -> FastMCP:
+def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[str, str] | None = None, identity: dict[str, Any] | None = None) -> FastMCP:
     """The server: the conformance tools and prompt and the booking tools, every
     state sealed by sealer (by the SDK's own boundary when None); with tokens
-    (token: principal), a bearer token required."""
+    (token: principal), a bearer token required; identity says who the caller is
+    (sealed_request_state's principal= or allow_anonymous=; nothing with tokens)."""
     auth = None
     if tokens:
         auth = StaticTokenVerifier(tokens={token: {"client_id": name, "sub": name, "scopes": []} for token, name in tokens.items()})
@@ -74,7 +76,7 @@ def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[s
     prompt = _handler(mrtr_tools.PROMPT, mrtr_tools.prompt)
     server.prompt(prompt, name=mrtr_tools.PROMPT, description=mrtr_tools.PROMPT_DESCRIPTION)
     if sealer is not None:
-        sealed_request_state(server, sealer, one_time=one_time)
+        sealed_request_state(server, sealer, one_time=one_time, **(identity or {}))
     return server
 
 
@@ -82,7 +84,8 @@ def main() -> None:
     args = parse_args("An MCP server (FastMCP) whose requestState a sealer seals.")
 
     def app(_host: str, sealer: SealerClient | None) -> ASGIApp:
-        return build(sealer, one_time=args.one_time, tokens=args.tokens).http_app(path="/mcp", stateless_http=True, json_response=True)
+        server = build(sealer, one_time=args.one_time, tokens=args.tokens, identity=principal_options(args))
+        return server.http_app(path="/mcp", stateless_http=True, json_response=True)
 
     asyncio.run(serve(args, app))
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -39,7 +40,7 @@ from starlette.types import ASGIApp
 
 import mrtr_tools
 from mrtr_tools import Reply, Round
-from serving import counted, parse_args, serve
+from serving import counted, parse_args, principal_options, serve
 
 
 def _round(ctx: Context) -> Round:
@@ -80,10 +81,11 @@ class StaticTokens:
         return None if name is None else AccessToken(token=token, client_id=name, subject=name, scopes=[])
 
 
-def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[str, str] | None = None) -> MCPServer:
+def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[str, str] | None = None, identity: dict[str, Any] | None = None) -> MCPServer:
     """The server: the conformance tools and prompt and the booking tools, every
     state sealed by sealer (by the SDK's own boundary when None); with tokens
-    (token: principal), a bearer token required."""
+    (token: principal), a bearer token required; identity says who the caller is
+    (sealed_request_state's principal= or allow_anonymous=; nothing with tokens)."""
     # A resource server only: no authorization server's routes, no metadata.
     server: MCPServer = MCPServer(
         "sealer-example-mcp-server-py",
@@ -99,7 +101,7 @@ def build(sealer: SealerClient | None, *, one_time: bool = False, tokens: dict[s
     prompt = _handler(mrtr_tools.PROMPT, mrtr_tools.prompt)
     server.add_prompt(Prompt.from_function(prompt, name=mrtr_tools.PROMPT, description=mrtr_tools.PROMPT_DESCRIPTION))
     if sealer is not None:
-        sealed_request_state(server, sealer, one_time=one_time)
+        sealed_request_state(server, sealer, one_time=one_time, **(identity or {}))
     return server
 
 
@@ -107,7 +109,7 @@ def main() -> None:
     args = parse_args("An MCP server (MCPServer) whose requestState a sealer seals.")
 
     def app(host: str, sealer: SealerClient | None) -> ASGIApp:
-        server = build(sealer, one_time=args.one_time, tokens=args.tokens)
+        server = build(sealer, one_time=args.one_time, tokens=args.tokens, identity=principal_options(args))
         return server.streamable_http_app(stateless_http=True, json_response=True, host=host)
 
     asyncio.run(serve(args, app))

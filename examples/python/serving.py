@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import json
 import socket
 import sys
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 from mcp_sealer import GrpcClient, RestClient, SealerClient, grpc_client, rest_client
@@ -40,6 +42,53 @@ def tokens(value: str) -> dict[str, str]:
     return out
 
 
+API_KEY_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key_owner", default=None)
+"""With --api-keys: the owner of the request's API key, set by the app's own
+ASGI middleware (outside the SDK's auth) while the request is served."""
+
+
+def api_key_owner(_ctx: object) -> str | None:
+    """The principal of a request with --api-keys: its API key's owner."""
+    return API_KEY_OWNER.get()
+
+
+def principal_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of sealed_request_state that say who the caller is, which it
+    never guesses: with --api-keys the key's owner, from this app's own
+    middleware (principal=); with --tokens nothing, for the SDK's own auth
+    makes its authenticated identity the principal; with neither, no auth at
+    all, so every caller is one anonymous principal, by choice."""
+    if args.api_keys:
+        return {"principal": api_key_owner}
+    if args.tokens:
+        return {}
+    return {"allow_anonymous": True}
+
+
+def _with_api_keys(app: ASGIApp, keys: dict[str, str]) -> ASGIApp:
+    """app behind an API key (``Authorization: Bearer KEY``), checked here and
+    not by the SDK: a request without a known key is answered 401."""
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        scheme, _, key = auth.partition(" ")
+        owner = keys.get(key) if scheme.lower() == "bearer" else None
+        if owner is None:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        token = API_KEY_OWNER.set(owner)
+        try:
+            await app(scope, receive, send)
+        finally:
+            API_KEY_OWNER.reset(token)
+
+    return guarded
+
+
 def parse_args(description: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--addr", default="127.0.0.1:3001", help="host:port to listen on (port 0: a free one)")
@@ -51,12 +100,20 @@ def parse_args(description: str) -> argparse.Namespace:
         action="store_true",
         help="no sealer: keep the SDK's own RequestStateBoundary (a key of this process; the tests' control); --sealer is ignored",
     )
-    p.add_argument(
+    auth = p.add_mutually_exclusive_group()
+    auth.add_argument(
         "--tokens",
         type=tokens,
         default=None,
         metavar="NAME=TOKEN,...",
         help="require a bearer token through the SDK's auth; each token's principal is its NAME (the states are bound to it)",
+    )
+    auth.add_argument(
+        "--api-keys",
+        type=tokens,
+        default=None,
+        metavar="NAME=KEY,...",
+        help="require an API key (Authorization: Bearer KEY) checked by this app's own ASGI middleware, outside the SDK's auth",
     )
     p.add_argument("--calls", action="store_true", help="serve GET /calls: how many times each handler ran (for tests)")
     return p.parse_args()
@@ -111,6 +168,8 @@ async def serve(args: argparse.Namespace, app: App) -> None:
     async with contextlib.AsyncExitStack() as stack:
         sealer: SealerClient | None = None if args.sdk_boundary else await stack.enter_async_context(sealer_client(args))
         asgi = app(host, sealer)
+        if args.api_keys:
+            asgi = _with_api_keys(asgi, args.api_keys)
         if args.calls:
             asgi = _with_calls(asgi)
         config = uvicorn.Config(asgi, log_level="warning", lifespan="on")

@@ -33,11 +33,20 @@ def booking_server(sealer_url: str) -> MCPServer:
             return InputRequiredResult(input_requests={"confirm": confirm}, request_state=f"asked:{seat}")
         return f"booked {seat} ({ctx.request_state})"
 
-    # The README's three lines.
+    # The README's three lines: this server has no authentication, and the
+    # line refuses to guess who the caller is.
     from mcp_sealer import grpc_client
     from mcp_sealer.mcp import sealed_request_state
 
-    sealed_request_state(server, grpc_client(sealer_url))
+    try:
+        sealed_request_state(server, grpc_client(sealer_url))
+    except ValueError as e:
+        if "allow_anonymous" not in str(e):
+            raise
+    else:
+        raise AssertionError("installed on a server without auth, with no principal")
+    # The README's choice for a server without any auth.
+    sealed_request_state(server, grpc_client(sealer_url), allow_anonymous=True)
     return server
 
 

@@ -1,19 +1,32 @@
-"""The middleware's decisions that need no sealer: params the SDK will
-refuse never open a state (issue 40, finding 10). A sealer in memory stands
-for the real one, whose refusals the integration tests show."""
+"""The middleware's decisions that need no sealer: who the principal is
+(issue 40, finding 7), how often it is asked (issue 44), and that params the
+SDK will refuse never open a state (issue 40, finding 10). A sealer in
+memory stands for the real one, whose refusals the integration tests show."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from fastmcp import FastMCP
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateBoundary
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, CallToolResult
-from pydantic import ValidationError
+from pydantic import AnyHttpUrl, ValidationError
 
 from mcp_sealer import Opened, Reason, Sealed, SealerError
+from mcp_sealer import mcp as sealer_mcp
 from mcp_sealer.mcp import SealedRequestState, sealed_request_state
 
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -76,6 +89,141 @@ def tools_server() -> Server[Any]:
         raise AssertionError("not reached: the tests call the middleware")
 
     return Server("tools", on_call_tool=call_tool)
+
+
+@contextmanager
+def signed_in(client_id: str | None) -> Iterator[None]:
+    """The SDK's own auth context, as its AuthContextMiddleware sets it (None: unauthenticated)."""
+    user = None if client_id is None else AuthenticatedUser(AccessToken(token="t", client_id=client_id, subject=client_id, scopes=[]))  # noqa: S106
+    token = auth_context_var.set(user)
+    try:
+        yield
+    finally:
+        auth_context_var.reset(token)
+
+
+async def two_rounds(mw: SealedRequestState, sealer: MemorySealer) -> str:
+    """Round 1, then its retry (which opens and seals the next round); returns round 2's state."""
+    r1 = await mw(ctx(tools_call()), ask_again)
+    r2 = await mw(ctx(tools_call(CONFIRM, r1["requestState"])), ask_again)
+    state: str = r2["requestState"]
+    return state
+
+
+# Finding 7: principal by decision, never by default.
+
+
+def servers_without_auth() -> dict[str, Callable[[], object]]:
+    return {
+        "MCPServer": lambda: MCPServer("no-auth"),
+        "lowlevel": lambda: Server("no-auth"),
+        "FastMCP": lambda: FastMCP("no-auth"),
+    }
+
+
+def servers_with_sdk_auth() -> dict[str, Callable[[], object]]:
+    class Verifier:
+        async def verify_token(self, token: str) -> AccessToken | None:
+            return None
+
+    return {
+        "MCPServer": lambda: MCPServer(
+            "auth", token_verifier=Verifier(), auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1/"), resource_server_url=None)
+        ),
+        "FastMCP": lambda: FastMCP("auth", auth=StaticTokenVerifier(tokens={"t": {"client_id": "alice", "scopes": []}})),
+    }
+
+
+def chain_of(server: object) -> list[Any]:
+    lowlevel = getattr(server, "_mcp_server", None)
+    chain: list[Any] = (lowlevel if lowlevel is not None else server).middleware  # type: ignore[attr-defined]
+    return chain
+
+
+@pytest.mark.parametrize("kind", list(servers_without_auth()))
+def test_install_refused_without_a_principal(kind: str) -> None:
+    server = servers_without_auth()[kind]()
+    before = list(chain_of(server))
+    with pytest.raises(ValueError, match="principal") as e:
+        sealed_request_state(server, MemorySealer())
+    assert "allow_anonymous" in str(e.value)
+    # Nothing installed, nothing removed: the SDK's own boundary (if any) stays.
+    assert chain_of(server) == before
+    with pytest.raises(ValueError, match="principal"):
+        SealedRequestState(MemorySealer())
+
+
+@pytest.mark.parametrize("kind", list(servers_with_sdk_auth()))
+async def test_sdk_auth_binds_the_authenticated_identity(kind: str) -> None:
+    server = servers_with_sdk_auth()[kind]()
+    sealer = MemorySealer()
+    mw = sealed_request_state(server, sealer)
+    assert [m for m in chain_of(server) if isinstance(m, RequestStateBoundary | SealedRequestState)] == [mw]
+    with signed_in("alice"):
+        state = await two_rounds(mw, sealer)
+    alice = '["alice",null,"alice"]'
+    assert sealer.calls == [("seal", alice), ("open", alice), ("seal", alice)]
+    # Bob presents alice's state: another principal, refused.
+    with signed_in("bob"), pytest.raises(MCPError) as e:
+        await mw(ctx(tools_call(CONFIRM, state)), ask_again)
+    assert e.value.code == -32602
+    # No identity, no anonymous opt-in: nothing sealed or opened for it.
+    sealer.calls.clear()
+    with signed_in(None):
+        with pytest.raises(MCPError) as e:
+            await mw(ctx(tools_call()), ask_again)
+        assert e.value.code == -32603
+        with pytest.raises(MCPError) as e:
+            await mw(ctx(tools_call(CONFIRM, state)), ask_again)
+        assert e.value.code == -32602
+    assert sealer.calls == []
+
+
+async def test_allow_anonymous_is_a_principal_no_function_returns() -> None:
+    sealer = MemorySealer()
+    mw = sealed_request_state(tools_server(), sealer, allow_anonymous=True)
+    anonymous = sealer_mcp.ANONYMOUS
+    assert anonymous.startswith(sealer_mcp.RESERVED_PREFIX)
+    with signed_in(None):
+        await two_rounds(mw, sealer)
+    with signed_in("alice"):
+        await mw(ctx(tools_call()), ask_again)
+    assert sealer.calls == [("seal", anonymous), ("open", anonymous), ("seal", anonymous), ("seal", '["alice",null,"alice"]')]
+
+
+@pytest.mark.parametrize("returns", ["anonymous-constant", "reserved-prefix", "none"])
+async def test_principal_function_cannot_name_the_anonymous_caller(returns: str) -> None:
+    """A principal function whose result would be (or could be mistaken for)
+    the unauthenticated callers' principal is refused: bob registering the
+    user name "mcp-sealer:anonymous" (or an API-key lookup that finds no key)
+    never shares the anonymous callers' states."""
+    value = {"anonymous-constant": sealer_mcp.ANONYMOUS, "reserved-prefix": "mcp-sealer:bob", "none": None}[returns]
+    sealer = MemorySealer()
+    alice = sealed_request_state(tools_server(), sealer, principal=lambda _: "alice")
+    honest = await alice(ctx(tools_call()), ask_again)
+    mw = sealed_request_state(tools_server(), sealer, principal=lambda _: value)
+    sealer.calls.clear()
+    with pytest.raises(MCPError) as e:
+        await mw(ctx(tools_call()), ask_again)
+    assert e.value.code == -32603
+    with pytest.raises(MCPError) as e:
+        await mw(ctx(tools_call(CONFIRM, honest["requestState"])), ask_again)
+    assert e.value.code == -32602
+    assert sealer.calls == [], f"the sealer was called with {sealer.calls}"
+
+
+async def test_principal_function_runs_once_per_round() -> None:
+    runs: list[str] = []
+
+    async def principal(c: ServerRequestContext[Any, Any]) -> str:
+        runs.append(c.method)
+        return "alice"
+
+    sealer = MemorySealer()
+    mw = sealed_request_state(tools_server(), sealer, principal=principal)
+    await two_rounds(mw, sealer)
+    # Round 1 seals; round 2 opens and seals: one run each.
+    assert len(runs) == 2, f"the principal function ran {len(runs)} times in 2 rounds"
 
 
 # Finding 10: check, then open.

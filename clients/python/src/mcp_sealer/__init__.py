@@ -8,6 +8,9 @@ expiry, optionally opening once, rounds of one request bound as a flow.
     from mcp_sealer.mcp import sealed_request_state
 
     sealed_request_state(server, grpc_client("http://127.0.0.1:7443"))
+
+on a server with the SDK's own auth; elsewhere pass ``principal=`` (or
+``allow_anonymous=True``).
 """
 
 from __future__ import annotations

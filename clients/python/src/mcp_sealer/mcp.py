@@ -4,7 +4,12 @@
     states = sealed_request_state(server, grpc_client("http://127.0.0.1:7443"))
 
 takes the place of the SDK's ``RequestStateBoundary`` in the server's
-middleware. Handlers keep the SDK's idiom: they return
+middleware. It binds every state to the caller's principal, which it never
+guesses: the SDK's authenticated identity on a server with the SDK's own
+auth, else what ``principal=`` returns, else (``allow_anonymous=True``)
+``ANONYMOUS`` for all; with none of these it refuses to install.
+
+Handlers keep the SDK's idiom: they return
 ``InputRequiredResult(input_requests=..., request_state="...")`` and read
 ``ctx.request_state`` on the retry. The middleware seals every outgoing
 ``request_state`` with the sealer, bound to the principal, to the request's
@@ -41,6 +46,7 @@ from typing import Any, NoReturn, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary, authenticated_principal
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, InputRequiredResult
@@ -51,13 +57,26 @@ from .client import Opened, SealerClient, flow_after, input_keys
 from .digest import request_digest
 from .errors import Reason, SealerError
 
-__all__ = ["ANONYMOUS", "SealedRequestState", "sealed_request_state"]
+__all__ = ["ANONYMOUS", "RESERVED_PREFIX", "SealedRequestState", "sealed_request_state"]
 
 logger = logging.getLogger(__name__)
 
-#: The principal of unauthenticated callers: every such caller shares it, as
-#: every caller shares the SDK's unbound (None) principal.
-ANONYMOUS = "anonymous"
+#: The prefix of the principals this package gives callers itself: a
+#: principal function's result that starts with it is refused, so no caller
+#: a principal function names can share them.
+RESERVED_PREFIX = "mcp-sealer:"
+
+#: The principal of unauthenticated callers where the author allowed them
+#: (``allow_anonymous=True``): every such caller shares it, and no principal
+#: function can return it.
+ANONYMOUS = RESERVED_PREFIX + "anonymous"
+
+_NO_PRINCIPAL = (
+    "sealed_request_state: say who the caller is: pass principal= (a function of the request context "
+    "returning the caller's identity from your authentication), configure the SDK's own authentication "
+    "on the server (token_verifier and auth on MCPServer, auth on FastMCP), or pass allow_anonymous=True "
+    "if every unauthenticated caller may share one principal (and so each other's states)"
+)
 
 Principal = Callable[[ServerRequestContext[Any, Any]], "str | Awaitable[str | None] | None"]
 T = TypeVar("T")
@@ -70,6 +89,9 @@ class _Round:
 
     binding: bytes | SealerError
     opened: Opened | None = None
+    # The caller's principal, or why it has none: asked once a round.
+    principal: str | None = None
+    no_principal: str | None = None
     one_time: bool | None = None
     ttl_seconds: float | None = None
 
@@ -103,15 +125,21 @@ class SealedRequestState:
     """A server middleware that seals and opens ``requestState`` with the sealer.
 
     Install it with ``sealed_request_state``, which also removes the SDK's own
-    boundary. ``principal`` says who the request comes from (default: the SDK's
-    authenticated principal, or ``ANONYMOUS``); it may be async.
+    boundary. ``principal`` says who the request comes from: a function of the
+    request context (it may be async) returning the caller's identity, or None
+    for an unauthenticated caller; it runs at most once a round, and a result
+    that starts with ``RESERVED_PREFIX`` is refused. An unauthenticated caller
+    is refused unless ``allow_anonymous``, which makes every such caller
+    ``ANONYMOUS``. Without ``principal`` (only with ``allow_anonymous``, else
+    ValueError) the SDK's ``authenticated_principal`` is asked.
     """
 
     def __init__(
         self,
         sealer: SealerClient,
         *,
-        principal: Principal = authenticated_principal,
+        principal: Principal | None = None,
+        allow_anonymous: bool = False,
         ttl_seconds: float | None = None,
         one_time: bool = False,
         flows: bool = True,
@@ -122,8 +150,11 @@ class SealedRequestState:
     ) -> None:
         if ttl_seconds is not None and not ttl_seconds > 0:
             raise ValueError("ttl_seconds must be a positive number of seconds")
+        if principal is None and not allow_anonymous:
+            raise ValueError(_NO_PRINCIPAL)
         self.sealer = sealer
-        self._principal = principal
+        self._principal: Principal = principal if principal is not None else authenticated_principal
+        self._allow_anonymous = allow_anonymous
         self._ttl = ttl_seconds
         self._one_time = one_time
         self._flows = flows
@@ -159,7 +190,7 @@ class SealedRequestState:
         if wire is not None:
             if isinstance(round_.binding, SealerError):
                 _reject(ctx.method, f"params the digest refuses ({round_.binding})")
-            round_.opened = await self._open(ctx, round_.binding, params, wire)
+            round_.opened = await self._open(ctx, round_, round_.binding, params, wire)
             try:
                 plaintext = round_.opened.payload.decode("utf-8")
             except UnicodeDecodeError:
@@ -172,13 +203,13 @@ class SealedRequestState:
             _current.reset(token)
         return await self._seal_result(ctx, result, round_)
 
-    async def _open(self, ctx: ServerRequestContext[Any, Any], digest: bytes, params: Mapping[str, Any], wire: object) -> Opened:
+    async def _open(self, ctx: ServerRequestContext[Any, Any], round_: _Round, digest: bytes, params: Mapping[str, Any], wire: object) -> Opened:
         # Every state the sealer writes is base64url: anything else is
         # refused here, as the SDK would, not sent.
         if not isinstance(wire, str) or not wire.isascii():
             _reject(ctx.method, "a requestState that is not an ASCII string")
         self._check_params(ctx, params)
-        principal = await self._principal_of(ctx, lambda why: _reject(ctx.method, why))
+        principal = await self._principal_of(ctx, round_, lambda why: _reject(ctx.method, why))
         try:
             return await self._retrying(
                 lambda: self.sealer.open(
@@ -240,7 +271,7 @@ class SealedRequestState:
         if isinstance(round_.binding, SealerError):
             _fail(ctx.method, "seal", round_.binding)
         digest = round_.binding
-        principal = await self._principal_of(ctx, lambda why: _fail(ctx.method, "seal", ValueError(why)))
+        principal = await self._principal_of(ctx, round_, lambda why: _fail(ctx.method, "seal", ValueError(why)))
         flow = None
         if self._flows:
             # A round that asks nothing binds no keys at all: its retry may
@@ -269,19 +300,33 @@ class SealedRequestState:
             _fail(ctx.method, f"seal ({e.reason.name})", e)
         return sealed.request_state
 
-    async def _principal_of(self, ctx: ServerRequestContext[Any, Any], fail: Callable[[str], NoReturn]) -> str:
+    async def _principal_of(self, ctx: ServerRequestContext[Any, Any], round_: _Round, fail: Callable[[str], NoReturn]) -> str:
+        """The caller's principal: the principal function runs once a round,
+        and the state opened and the state sealed bind the same answer."""
+        if round_.principal is None and round_.no_principal is None:
+            round_.principal, round_.no_principal = await self._ask_principal(ctx)
+        if round_.principal is None:
+            fail(round_.no_principal or "no principal")
+        return round_.principal
+
+    async def _ask_principal(self, ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+        """The principal, or None and why there is none."""
         try:
             p = self._principal(ctx)
             if inspect.isawaitable(p):
                 p = await p
         except Exception:  # deny on error: a raising principal function fails closed
             logger.exception("the principal function raised on %s", ctx.method)
-            fail("principal function error")
+            return None, "principal function error"
         if p is None:
-            return ANONYMOUS
+            if self._allow_anonymous:
+                return ANONYMOUS, None
+            return None, "an unauthenticated caller, and allow_anonymous is not set"
         if not isinstance(p, str) or p == "":
-            fail("the principal function returned no principal")
-        return p
+            return None, "the principal function returned no principal"
+        if p.startswith(RESERVED_PREFIX):
+            return None, f"the principal function returned a principal in the reserved prefix {RESERVED_PREFIX!r}"
+        return p, None
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         for i in range(1, self._attempts + 1):
@@ -323,7 +368,15 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
     on ``server`` — an ``MCPServer``, a low-level ``Server`` or a ``FastMCP`` —
     in the place of the SDK's ``RequestStateBoundary``, which it removes, so
     that no state is sealed twice or under the SDK's own per-process key.
-    Returns the middleware, whose ``input_required`` handlers may call."""
+    Returns the middleware, whose ``input_required`` handlers may call.
+
+    Who the caller is must be decided: ``principal=``, or a server with the
+    SDK's own authentication (``MCPServer`` with ``token_verifier`` and
+    ``auth``, ``FastMCP`` with ``auth``), whose authenticated identity is
+    then the principal, or ``allow_anonymous=True``. Otherwise it raises
+    ValueError and installs nothing."""
+    if options.get("principal") is None and _sdk_authenticates(server):
+        options["principal"] = authenticated_principal
     mw = SealedRequestState(sealer, **options)
     mw._server = _lowlevel_of(server)
     chain = _middleware_of(server)
@@ -335,6 +388,17 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
         at = sum(1 for m in chain if type(m).__module__.startswith(("mcp.", "fastmcp.")))
     chain.insert(min(at, len(chain)), mw)
     return mw
+
+
+def _sdk_authenticates(server: object) -> bool:
+    """Whether server has the SDK's own authentication configured, which
+    requires a bearer token on its HTTP transport and puts the verified
+    identity where ``authenticated_principal`` reads it. The low-level
+    ``Server`` takes its auth only when its app is built: never judged so."""
+    if isinstance(server, MCPServer):
+        return server.settings.auth is not None
+    # FastMCP (not imported: an optional dependency) keeps its provider in .auth.
+    return getattr(server, "_mcp_server", None) is not None and getattr(server, "auth", None) is not None
 
 
 def _middleware_of(server: object) -> list[Any]:
