@@ -313,3 +313,45 @@ func TestClock_R6_AStepCannotShortenAnEntrysLife(t *testing.T) {
 		}
 	})
 }
+
+// TestClock_R6_EmbeddedClockSteppedBackNeverReopens is issue 40's second
+// finding on the real binary (a nemesis build, the embedded ledger): a
+// one-time state of 600 s opens; the clock steps 15 minutes ahead, where
+// the sweep deletes its entry; the clock steps back, where the state is
+// authentic and not expired. It must not open again: the replica refuses
+// LEDGER_UNAVAILABLE and reports unready with the reason, until its clock
+// has passed the sweep again.
+func TestClock_R6_EmbeddedClockSteppedBackNeverReopens(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	file := filepath.Join(t.TempDir(), "offset")
+	setOffset(t, file, 0)
+	p := startBinary(t, nemesisSealer(t), []string{"SEALER_NEMESIS_CLOCK_OFFSET_FILE=" + file}, t.TempDir(), "--sweep-interval", "100ms")
+	a := newGRPC(t, p)
+	state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"ttl":"600s","oneTime":true`))
+	expectReason(t, a, "open", openBody(state, "alice", weatherParams), "OK")
+
+	setOffset(t, file, 15*time.Minute)
+	waitFor(t, "the sweep 15 minutes ahead to delete the entry", 10*time.Second, func() bool {
+		return metric(t, p, "sealer_ledger_swept_total") == 1
+	})
+	setOffset(t, file, 0)
+	waitFor(t, "the replica to follow its clock stepped back", 10*time.Second, func() bool {
+		resp, reason := a.call(t, "seal", sealBody("probe", weatherParams, "p", `,"ttl":"1s"`))
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(resp["expiresAt"]))
+		return reason == "OK" && at.Before(time.Now().Add(time.Minute))
+	})
+	expectReason(t, a, "open", openBody(state, "alice", weatherParams), "LEDGER_UNAVAILABLE")
+	waitFor(t, "the replica to report its clock behind the sweep", 10*time.Second, func() bool {
+		code, body := readyz(t, p)
+		return code == 503 && strings.Contains(body, "clock behind the ledger's last sweep")
+	})
+
+	setOffset(t, file, 16*time.Minute)
+	waitFor(t, "the replica to be ready past the sweep", 10*time.Second, func() bool {
+		code, _ := readyz(t, p)
+		return code == 200
+	})
+	fresh := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+	expectReason(t, a, "open", openBody(fresh, "alice", weatherParams), "OK")
+	expectReason(t, a, "open", openBody(fresh, "alice", weatherParams), "ALREADY_CONSUMED")
+}

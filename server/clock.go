@@ -110,15 +110,22 @@ func (c *clockCheck) refusal() error {
 }
 
 // beyond reports whether the last measurement, or a step of the wall clock
-// since, put the clock beyond its limit: readiness's question. Not
-// measured is not beyond: a ledger outage alone leaves readiness as
-// --ready-requires-ledger says.
+// since, put the clock beyond its limit. Not measured is not beyond: a
+// ledger outage alone leaves readiness as --ready-requires-ledger says.
 func (c *clockCheck) beyond() bool {
 	if c == nil {
 		return false
 	}
 	r := c.last.Load()
 	return r != nil && (r.verdict != nil || c.stepped(r) != nil)
+}
+
+// unready is readiness's question: errClockOff while beyond.
+func (c *clockCheck) unready() error {
+	if c.beyond() {
+		return errClockOff
+	}
+	return nil
 }
 
 // offset is the last measured offset in seconds, for the metric.

@@ -16,7 +16,7 @@ import (
 
 // Readiness means "this replica can seal and open": keys loaded, not
 // shutting down, its clock within its limit from a shared ledger's
-// (clockCheck), and, only when the operator asks for it
+// (clockCheck) or not behind the embedded ledger's last sweep, and, only when the operator asks for it
 // (Config.ReadyNeedsLedger), the ledger reachable. A Redis outage fails
 // one-time opens only; seals and ordinary opens still work, so by default it
 // does not take every replica out of rotation at once. Liveness means the
@@ -38,7 +38,7 @@ var (
 type readiness struct {
 	keysLoaded   func() bool
 	ping         func(context.Context) error
-	clockOff     func() bool
+	clockOff     func() error // nil, or why this replica's clock cannot be trusted
 	ledgerNeeded bool
 	health       *health.Server
 	log          *slog.Logger
@@ -76,8 +76,8 @@ func (r *readiness) evaluate(ctx context.Context) {
 		answer = errShuttingDown
 	case !r.keysLoaded():
 		answer = errNotLoaded
-	case r.clockOff():
-		answer = errClockOff
+	case r.clockOff() != nil:
+		answer = r.clockOff()
 	case r.ledgerNeeded && !r.ledgerUp.Load():
 		answer = errLedgerNotReady
 	}

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/ledger/bolt"
 	"github.com/mcp-sealer/sealer/ledger/embedded"
@@ -20,14 +22,16 @@ import (
 // openedLedger is the configured ledger with what the server needs of it
 // besides consuming: a reachability check, background work (the embedded
 // ledger's sweep), a clock to check this replica's against (a shared
+// ledger's) or its own judgement of this replica's clock (the embedded
 // ledger's), a name for logs, and closing.
 type openedLedger struct {
 	ledger.Ledger
-	ping  func(context.Context) error
-	run   func(context.Context) error // nil: none
-	clock clockMeter                  // nil: no clock to measure against
-	name  string
-	close func() error
+	ping     func(context.Context) error
+	run      func(context.Context) error // nil: none
+	clock    clockMeter                  // nil: no clock to measure against
+	clockOff func() error                // nil: none of its own
+	name     string
+	close    func() error
 }
 
 func (l *openedLedger) Ping(ctx context.Context) error { return l.ping(ctx) }
@@ -52,7 +56,7 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 		// refuses every one-time open until it has reopened its store:
 		// readiness says so.
 		ping := func(context.Context) error { return l.Err() }
-		return &openedLedger{Ledger: l, ping: ping, run: sweep, name: "embedded", close: l.Close}, nil
+		return &openedLedger{Ledger: l, ping: ping, run: sweep, clockOff: clockBehind(l, log), name: "embedded", close: l.Close}, nil
 	}
 	goredis.SetLogger(redisLogger{log})
 	r, err := redis.New(redisOptions(cfg))
@@ -60,6 +64,31 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 		return nil, err
 	}
 	return &openedLedger{Ledger: r, ping: r.Ping, clock: r, name: "redis", close: r.Close}, nil
+}
+
+// errClockBehind is readiness's answer while this host's clock reads
+// before the embedded ledger's last sweep.
+var errClockBehind = errors.New("clock behind the ledger's last sweep")
+
+// clockBehind is readiness's question for the embedded ledger l: while the
+// clock reads before its last sweep (it stepped back), l refuses every
+// consume, and the replica says so, logging each change once.
+func clockBehind(l *embedded.Ledger, log *slog.Logger) func() error {
+	var was atomic.Bool
+	return func() error {
+		behind := l.ClockBehind(wallclock.Now()) != nil
+		if was.Swap(behind) != behind {
+			if behind {
+				log.Error("clock behind the ledger's last sweep (stepped back): one-time and latest-only opens refused")
+			} else {
+				log.Info("clock past the ledger's last sweep again")
+			}
+		}
+		if behind {
+			return errClockBehind
+		}
+		return nil
+	}
 }
 
 // openEmbedded opens the embedded ledger in dataDir/ledger. A ledger file

@@ -131,8 +131,12 @@ func (s *Server) openParts(ctx context.Context) error {
 		s.withTLS = true
 	}
 	s.grpc, s.health = s.svc.grpcServer(append(opts, s.trace.grpcOptions()...)...)
+	clockOff := s.svc.clock.unready
+	if s.ledger.clockOff != nil {
+		clockOff = s.ledger.clockOff
+	}
 	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
-		clockOff: s.svc.clock.beyond, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
+		clockOff: clockOff, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
 	m.gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
 		func() float64 { return bit(s.ready.current() == nil) })

@@ -25,6 +25,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -34,6 +35,7 @@ import (
 //
 //	'i' || id || tenant -> u64 until (Unix ms)
 //	'f' || id || tenant -> u64 until || u32 highest round opened
+//	"mcut"              -> u64 the highest sweep cut (Unix ms)
 //
 // There is no index by expiry: a sweep reads every entry, in chunks, which
 // costs a consume nothing, where an index doubled what each consume writes.
@@ -41,6 +43,10 @@ const (
 	kindID   byte = 'i'
 	kindFlow byte = 'f'
 )
+
+// cutKey holds the highest cut a sweep used: every entry deleted expired
+// before it (see [Ledger.Sweep]).
+var cutKey = []byte("mcut")
 
 // sweepChunk bounds the entries one step of a sweep reads, and
 // flowGroup the flows one of its writes deletes under their stripes; a
@@ -78,8 +84,13 @@ type Ledger struct {
 	closed bool
 	stripe [stripes]sync.Mutex
 
+	cut atomic.Int64 // the highest sweep cut, Unix ms: see ClockBehind
+
+	// mend guards broken and reopening, so that a failure always finds
+	// either a reopen running or none needed.
+	mend      sync.Mutex
 	broken    atomic.Pointer[error]
-	reopening atomic.Bool
+	reopening bool
 }
 
 // reopenEvery spaces the attempts to reopen a broken ledger.
@@ -107,22 +118,70 @@ func Open(dir string, log *slog.Logger) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{dir: dir, opts: opts, log: log, db: db, seed: maphash.MakeSeed()}, nil
+	l := &Ledger{dir: dir, opts: opts, log: log, db: db, seed: maphash.MakeSeed()}
+	if err := l.loadCut(); err != nil {
+		closeSafely(db, false)
+		return nil, err
+	}
+	return l, nil
 }
 
-// fail breaks the ledger with err, if it works, and starts reopening it.
+// loadCut reads the highest sweep cut from the store; the caller holds
+// life or is Open.
+func (l *Ledger) loadCut() error {
+	v, err := l.get(cutKey)
+	switch {
+	case err != nil:
+		return fmt.Errorf("ledger: read the sweep cut: %v", err)
+	case v == nil:
+		return nil
+	case len(v) != 8:
+		return fmt.Errorf("ledger: sweep cut of %d bytes, want 8", len(v))
+	}
+	l.cut.Store(int64(binary.BigEndian.Uint64(v)))
+	return nil
+}
+
+// fail breaks the ledger with err, if it works, and starts reopening it
+// unless a reopen is running: that one then reopens the store again.
 func (l *Ledger) fail(err error) {
-	if !l.broken.CompareAndSwap(nil, &err) || !l.reopening.CompareAndSwap(false, true) {
+	if !l.broken.CompareAndSwap(nil, &err) {
 		return
 	}
-	go l.reopen()
+	l.mend.Lock()
+	defer l.mend.Unlock()
+	if !l.reopening {
+		l.reopening = true
+		go l.reopen()
+	}
 }
+
+// testHookReopened, when set, runs after a reopen has healed the ledger and
+// before the reopen loop ends: the tests fail the ledger there.
+var testHookReopened func()
 
 // reopen closes the store of the broken ledger and opens it again, once
 // there is room, trying every reopenEvery until it succeeds or the ledger
-// is closed; calls meanwhile are refused, not held.
+// is closed; calls meanwhile are refused, not held. A failure after it
+// healed the ledger and before it ended finds it still running
+// (l.reopening): it then goes round again rather than end.
 func (l *Ledger) reopen() {
-	defer l.reopening.Store(false)
+	for l.reopenOnce() {
+	}
+}
+
+// reopenOnce reopens the broken ledger and reports whether it broke again
+// meanwhile, when the loop must go on.
+func (l *Ledger) reopenOnce() (again bool) {
+	defer func() {
+		if testHookReopened != nil {
+			testHookReopened()
+		}
+		l.mend.Lock()
+		defer l.mend.Unlock()
+		again = l.Err() != nil && !l.isClosed()
+		l.reopening = again
+	}()
 	l.life.Lock()
 	if !l.closed {
 		closeSafely(l.db, false)
@@ -140,7 +199,7 @@ func (l *Ledger) reopen() {
 				closeSafely(db, false)
 			}
 			l.life.Unlock()
-			return
+			return false
 		case errors.Is(err, errNoRoom):
 			l.life.Unlock()
 			if !waiting {
@@ -154,11 +213,25 @@ func (l *Ledger) reopen() {
 			continue
 		}
 		l.db = db
+		if err := l.loadCut(); err != nil {
+			l.db = nil
+			closeSafely(db, false)
+			l.life.Unlock()
+			l.log.Error("ledger reopen failed", "cause", err.Error())
+			continue
+		}
 		l.broken.Store(nil)
 		l.life.Unlock()
 		l.log.Info("ledger reopened after a failure")
 		return
 	}
+}
+
+// isClosed reports whether Close was called.
+func (l *Ledger) isClosed() bool {
+	l.life.RLock()
+	defer l.life.RUnlock()
+	return l.closed
 }
 
 // roomMargin is the free space opening the store needs beside its log:
@@ -285,6 +358,9 @@ func (l *Ledger) write(ctx context.Context, k []byte, until time.Time, decide fu
 	if _, err := ledger.Remaining(until); err != nil {
 		return err
 	}
+	if err := l.ClockBehind(wallclock.Now()); err != nil {
+		return err
+	}
 	l.life.RLock()
 	defer l.life.RUnlock()
 	if err := l.usable(); err != nil {
@@ -352,13 +428,44 @@ func (l *Ledger) stripeOf(k []byte) int {
 	return int(maphash.Bytes(l.seed, k) % stripes)
 }
 
+// ErrClockBehind refuses a consume while this host's clock reads before the
+// cut of a sweep the ledger made: the clock stepped back, and a state whose
+// entry that sweep deleted may be acceptable again on it. It wraps
+// ErrUnavailable (fail closed).
+var ErrClockBehind = fmt.Errorf("%w: this host's clock reads before the ledger's last sweep (it stepped back)", ledger.ErrUnavailable)
+
+// sweepTolerance is how far behind the clock SweepEvery sweeps: a clock
+// stepped back by less after a sweep refuses nothing.
+const sweepTolerance = time.Second
+
+// ClockBehind returns ErrClockBehind if now is before the highest cut a
+// sweep of this ledger used, kept in the store across restarts. A sweep
+// deletes only entries whose until is before its cut, and a state is
+// accepted only before its entry's until, so while the clock reads at or
+// after every cut, no state whose entry was deleted is accepted: a consume
+// then needs no entry to have survived.
+func (l *Ledger) ClockBehind(now time.Time) error {
+	if now.UnixMilli() < l.cut.Load() {
+		return ErrClockBehind
+	}
+	return nil
+}
+
 // Sweep deletes the entries that expired before now and returns how many.
+// Its cut, now, is recorded durably first, and never goes down: a clock
+// stepped back below it refuses every consume (ClockBehind) instead of
+// reopening what was swept.
 func (l *Ledger) Sweep(now time.Time) (int, error) {
-	cut := uint64(now.UnixMilli())
+	cut := now.UnixMilli()
+	if cut <= l.cut.Load() {
+		cut = l.cut.Load()
+	} else if err := l.recordCut(cut); err != nil {
+		return 0, err
+	}
 	total := 0
 	for _, kind := range []byte{kindID, kindFlow} {
 		for lower := []byte{kind}; lower != nil; time.Sleep(sweepPause) {
-			n, next, err := l.sweepStep(kind, lower, cut)
+			n, next, err := l.sweepStep(kind, lower, uint64(cut))
 			total += n
 			if err != nil {
 				return total, err
@@ -367,6 +474,28 @@ func (l *Ledger) Sweep(now time.Time) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// recordCut stores cut as the highest sweep cut, durably, before the sweep
+// deletes anything by it.
+func (l *Ledger) recordCut(cut int64) error {
+	l.life.RLock()
+	defer l.life.RUnlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	b := l.db.NewBatch()
+	defer b.Close()
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(cut))
+	if err := b.Set(cutKey, v[:], nil); err != nil {
+		return fmt.Errorf("ledger: sweep: %v", err)
+	}
+	if err := l.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	l.cut.Store(cut)
+	return nil
 }
 
 // sweepStep reads up to sweepChunk entries of kind from lower on, deletes
@@ -473,8 +602,8 @@ func (l *Ledger) SweepEvery(ctx context.Context, every time.Duration, report fun
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
-			report(l.Sweep(now))
+		case <-t.C:
+			report(l.Sweep(wallclock.Now().Add(-sweepTolerance)))
 		}
 	}
 }

@@ -30,8 +30,13 @@ func TestEmbedded_Conformance(t *testing.T) {
 		l := open(t, t.TempDir())
 		return ledgertest.Subject{
 			Ledger: l,
+			// A sweep at a time to come would refuse the consumes after
+			// it (ClockBehind): wait for the clock to pass until, then sweep.
 			Expire: func(t *testing.T, until time.Time) {
-				if _, err := l.Sweep(until.Add(time.Millisecond)); err != nil {
+				for !time.Now().After(until) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if _, err := l.Sweep(time.Now()); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -122,8 +127,8 @@ func TestEmbedded_R9_SweepKeepsAdvancedFlow(t *testing.T) {
 	if n, err := l.Sweep(now.Add(2 * time.Minute)); err != nil || n != 0 {
 		t.Fatalf("swept %d, %v; want 0", n, err)
 	}
-	if err := l.Advance(ctx, "t", flow, 2, now.Add(time.Hour)); !errors.Is(err, ledger.ErrConsumed) {
-		t.Fatalf("round 2 again after the sweep: got %v, want ErrConsumed", err)
+	if n, err := l.Len(); err != nil || n != 1 {
+		t.Fatalf("after the sweep: %d entries, %v; want the flow kept", n, err)
 	}
 }
 
@@ -196,6 +201,69 @@ func TestEmbedded_ImportRefusesDamagedEntry(t *testing.T) {
 		_, err := l.Import(func(put func(bool, []byte, []byte) error) error { return put(e.flow, e.key, e.value) })
 		if err == nil {
 			t.Errorf("imported %+v", e)
+		}
+	}
+}
+
+// TestEmbedded_R6_AClockSteppedBackNeverReopensASweptState is issue 40's
+// second finding: a sweep, with the clock 2 minutes ahead, deletes a
+// consumed state's entry; the clock steps back, where the state is
+// accepted again. The consume must be refused (fail closed), across a
+// restart too, until the clock has passed the sweep's cut again.
+func TestEmbedded_R6_AClockSteppedBackNeverReopensASweptState(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir)
+	ctx, now := context.Background(), time.Now()
+	id, flow := sealer.StateID{9}, sealer.FlowID{9}
+	until := now.Add(time.Minute)
+	if err := l.Consume(ctx, "t", id, until); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Advance(ctx, "t", flow, 2, until); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Sweep(now.Add(2 * time.Minute)); err != nil || n != 2 {
+		t.Fatalf("sweep 2 minutes ahead: swept %d, %v; want 2", n, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if err := l.Consume(ctx, "t", id, until); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Errorf("%s: consume again: got %v, want ErrUnavailable", when, err)
+		}
+		if err := l.Advance(ctx, "t", flow, 2, until); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Errorf("%s: advance to round 2 again: got %v, want ErrUnavailable", when, err)
+		}
+	}
+	check("clock stepped back")
+	l.Close()
+	l = open(t, dir)
+	check("clock stepped back, after a restart")
+}
+
+// TestEmbedded_ClockBehindTheHighestSweep: ClockBehind answers for any
+// time before the highest cut swept, which a sweep at an earlier time
+// never lowers.
+func TestEmbedded_ClockBehindTheHighestSweep(t *testing.T) {
+	l := open(t, t.TempDir())
+	now := time.Now()
+	if err := l.ClockBehind(now); err != nil {
+		t.Fatalf("never swept: got %v, want nil", err)
+	}
+	for _, at := range []time.Duration{2 * time.Minute, time.Minute} {
+		if _, err := l.Sweep(now.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want error
+	}{
+		{0, embedded.ErrClockBehind},
+		{2*time.Minute - time.Millisecond, embedded.ErrClockBehind},
+		{2 * time.Minute, nil},
+	} {
+		if got := l.ClockBehind(now.Add(tc.at)); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("ClockBehind(now+%v): got %v, want %v", tc.at, got, tc.want)
 		}
 	}
 }
