@@ -47,7 +47,7 @@ import { SealerError } from "./errors.js";
  * principal function that returns a value under it is refused, so no
  * authenticated caller can be given the state of an unauthenticated one.
  */
-export const RESERVED_PREFIX = "sealer:";
+export const RESERVED_PREFIX = "mcp-sealer:";
 
 /**
  * The principal of unauthenticated callers, with anonymous: true: every
