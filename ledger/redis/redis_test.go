@@ -54,7 +54,7 @@ func TestRedis_Conformance(t *testing.T) {
 					}
 				}
 			},
-			Break:  func(t *testing.T) { own.Stop(t) },
+			Break: func(t *testing.T) { own.Stop(t) },
 		}
 	})
 }
