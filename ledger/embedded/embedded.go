@@ -158,7 +158,7 @@ func (l *Ledger) fail(err error) {
 
 // testHookReopened, when set, runs after a reopen has healed the ledger and
 // before the reopen loop ends: the tests fail the ledger there.
-var testHookReopened func()
+var testHookReopened atomic.Pointer[func()]
 
 // reopen closes the store of the broken ledger and opens it again, once
 // there is room, trying every reopenEvery until it succeeds or the ledger
@@ -174,8 +174,8 @@ func (l *Ledger) reopen() {
 // meanwhile, when the loop must go on.
 func (l *Ledger) reopenOnce() (again bool) {
 	defer func() {
-		if testHookReopened != nil {
-			testHookReopened()
+		if hook := testHookReopened.Load(); hook != nil {
+			(*hook)()
 		}
 		l.mend.Lock()
 		defer l.mend.Unlock()

@@ -21,8 +21,9 @@ func TestEmbedded_AFailureAsAReopenEndsIsReopenedToo(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	var once sync.Once
-	testHookReopened = func() { once.Do(func() { l.fail(errors.New("a second failure")) }) }
-	t.Cleanup(func() { testHookReopened = nil })
+	hook := func() { once.Do(func() { l.fail(errors.New("a second failure")) }) }
+	testHookReopened.Store(&hook)
+	t.Cleanup(func() { testHookReopened.Store(nil) })
 
 	l.fail(errors.New("a first failure"))
 	deadline := time.Now().Add(30 * time.Second)
