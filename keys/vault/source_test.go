@@ -26,10 +26,10 @@ func versionsOf(t *testing.T, src keys.Source) ([]uint32, uint32) {
 	return r.Versions(), r.SealingVersion()
 }
 
-func TestTransit_LoadRotateRetire(t *testing.T) {
+func TestTransitExport_LoadRotateRetire(t *testing.T) {
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
-	src := &vault.Transit{Client: v.Client, Name: "sealer", Activation: time.Hour}
+	src := &vault.TransitExport{Client: v.Client, Name: "sealer", Activation: time.Hour}
 	if got, sealing := versionsOf(t, src); !slices.Equal(got, []uint32{1}) || sealing != 1 {
 		t.Fatalf("new key: got %v sealing %d, want [1] sealing 1", got, sealing)
 	}
@@ -48,12 +48,12 @@ func TestTransit_LoadRotateRetire(t *testing.T) {
 	}
 }
 
-func TestTransit_Refuses(t *testing.T) {
+func TestTransitExport_Refuses(t *testing.T) {
 	v := testvault.Start(t)
 	v.Write(t, "transit/keys/unexportable", map[string]any{"type": "aes256-gcm96"})
 	v.Write(t, "transit/keys/rsa", map[string]any{"type": "rsa-2048", "exportable": true})
 	for _, name := range []string{"unexportable", "rsa", "missing"} {
-		if _, err := (&vault.Transit{Client: v.Client, Name: name}).Load(context.Background()); err == nil {
+		if _, err := (&vault.TransitExport{Client: v.Client, Name: name}).Load(context.Background()); err == nil {
 			t.Errorf("%s: loaded, want an error", name)
 		}
 	}
@@ -96,18 +96,20 @@ func b64(b byte) string {
 
 // TestRefresher_FollowsRotationWithinOnePoll: a ring refreshed every 200ms
 // holds a new version within one poll of the rotation, from Transit and
-// from KV v2.
+// exported from Transit, and from KV v2.
 func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
 	v := testvault.Start(t)
-	v.Write(t, "transit/keys/sealer", map[string]any{"type": "chacha20-poly1305", "exportable": true})
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "chacha20-poly1305"})
+	v.Write(t, "transit/keys/exported", map[string]any{"type": "chacha20-poly1305", "exportable": true})
 	kvPut := func(b byte) { v.Write(t, "secret/data/sealer", map[string]any{"data": map[string]any{"key": b64(b)}}) }
 	kvPut(1)
 	for name, tc := range map[string]struct {
 		src    keys.Source
 		rotate func()
 	}{
-		"transit": {&vault.Transit{Client: v.Client, Name: "sealer"}, func() { v.Write(t, "transit/keys/sealer/rotate", nil) }},
-		"kv":      {&vault.KV{Client: v.Client, Path: "sealer"}, func() { kvPut(2) }},
+		"transit":  {&vault.Transit{Client: v.Client, Name: "sealer"}, func() { v.Write(t, "transit/keys/sealer/rotate", nil) }},
+		"exported": {&vault.TransitExport{Client: v.Client, Name: "exported"}, func() { v.Write(t, "transit/keys/exported/rotate", nil) }},
+		"kv":       {&vault.KV{Client: v.Client, Path: "sealer"}, func() { kvPut(2) }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := keys.NewRefresher(tc.src, 200*time.Millisecond, nil)
@@ -139,7 +141,7 @@ func TestRefresher_FollowsRotationWithinOnePoll(t *testing.T) {
 // token is revoked a denied read makes it log in again.
 func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	v := testvault.Start(t)
-	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96"})
 	if err := v.Client.Sys().PutPolicy("sealer", testvault.SealerPolicy); err != nil {
 		t.Fatal(err)
 	}
