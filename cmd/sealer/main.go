@@ -16,8 +16,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 )
 
 const usage = `usage: sealer <command> [flags]
+       sealer [serve flags]          (no command: serve)
 
 commands:
   serve          run the sealer (the default command; sealer serve --help for its flags)
@@ -74,6 +77,12 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return serve(nil, stdout, stderr)
+	}
+	switch a := args[0]; {
+	case a == "-h" || a == "-help" || a == "--help" || a == "help" || a == "-version" || a == "--version":
+	case strings.HasPrefix(a, "-"):
+		// Flags without a command are serve's: sealer --grpc-addr ...
+		return serve(args, stdout, stderr)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -189,6 +198,12 @@ func printVersion(args []string, stdout, _ io.Writer) error {
 	return nil
 }
 
+// serveContext is the context serve runs in: until SIGINT or SIGTERM.
+// Tests replace it.
+var serveContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
 // serve runs the sealer until SIGINT or SIGTERM.
 func serve(args []string, stdout, stderr io.Writer) error {
 	cfg, log, err := config("serve", "serve [flags]", "Runs the sealer. Every flag can also be set by its SEALER_* variable.\n", args, stdout, stderr)
@@ -196,7 +211,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Logger = log
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// The data directory is logged at start as an absolute path, so that
+	// nobody has to guess where the key file and the ledger went.
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
+	ctx, stop := serveContext()
 	defer stop()
 	return server.Run(ctx, cfg)
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,5 +130,44 @@ func TestCheckConfig(t *testing.T) {
 	if err := run([]string{"check-config", "--data-dir", dir, "--grpc-addr", "0.0.0.0:7443", "--insecure"}, &out, &out); err != nil ||
 		!strings.Contains(out.String(), "REPLICAS WILL NOT SHARE KEYS") || !strings.Contains(out.String(), "REPLICAS WILL NOT SHARE CONSUMPTIONS") {
 		t.Errorf("beyond loopback with per-replica keys and ledger: %q, %v; want both warnings", out.String(), err)
+	}
+}
+
+// TestServe_FlagsWithoutCommand: flags without a command are serve's
+// (sealer --grpc-addr ...), and serve logs the data directory it writes the
+// key file and ledger into as an absolute path.
+func TestServe_FlagsWithoutCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve starts, logs, and stops at once
+	prev := serveContext
+	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	t.Cleanup(func() { serveContext = prev })
+	var stdout, stderr bytes.Buffer
+	args := []string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--shutdown-delay", "0s", "--shutdown-grace", "1s"}
+	if err := run(args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q): %v, want serve to run\n%s", args, err, stderr.String())
+	}
+	want := "data_dir=" + filepath.Join(dir, server.Defaults().DataDir)
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("the start log lacks %q:\n%s", want, stderr.String())
+	}
+	if err := run([]string{"--grpc-addr", "nonsense"}, &stdout, &stderr); err == nil || strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("--grpc-addr nonsense: %v, want serve's own refusal", err)
+	}
+}
+
+// TestGitignore_DefaultDataDir: the embedded default's data directory, made
+// by a sealer run from the repository root, is ignored by git, so its key
+// file is never committed.
+func TestGitignore_DefaultDataDir(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/" + server.Defaults().DataDir + "/"
+	if !slices.Contains(strings.Split(string(b), "\n"), want) {
+		t.Errorf(".gitignore lacks %q", want)
 	}
 }
