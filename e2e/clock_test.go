@@ -147,8 +147,8 @@ func TestClock_R6_AReplicaWhoseClockIsWrongConsumesNothing(t *testing.T) {
 	expectReason(t, a, "open", openBody(s, "alice", weatherParams), "ALREADY_CONSUMED")
 
 	setOffset(t, offsetFile, -4*time.Second)
+	// A nemesis build reads its offset file once before it starts serving.
 	unchecked := newGRPC(t, startBinary(t, nemesisSealer(t), env, t.TempDir(), append(flags, "--clock-check=false")...))
-	time.Sleep(300 * time.Millisecond) // the offset file is read every 100ms
 	s = mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
 	expectReason(t, unchecked, "open", openBody(s, "alice", weatherParams), "OK")
 }
@@ -192,8 +192,7 @@ func TestClock_R6_WhatTheRetentionLeavesToTheCheck(t *testing.T) {
 	}
 	twiceSkew := behind(4*time.Second, "--clock-check=false")
 	threeMinutes := behind(3*time.Minute, "--clock-check=false")
-	checked := behind(3 * time.Minute)
-	time.Sleep(300 * time.Millisecond) // the offset files are read every 100ms
+	checked := behind(3 * time.Minute) // each read its offset file before it served
 
 	state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"ttl":"1s","oneTime":true`))
 	sealed := time.Now()
@@ -246,11 +245,7 @@ func TestClock_R6_AStepCannotShortenAnEntrysLife(t *testing.T) {
 		c := newGRPC(t, startBinary(t, nemesisSealer(t), []string{"SEALER_NEMESIS_CLOCK_OFFSET_FILE=" + file}, t.TempDir(), append(flags, extra...)...))
 		return replica{c, func(t *testing.T, d time.Duration) {
 			setOffset(t, file, d)
-			waitFor(t, "the replica to follow its stepped clock", 10*time.Second, func() bool {
-				resp, reason := c.call(t, "seal", sealBody("probe", weatherParams, "p", `,"ttl":"1s"`))
-				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(resp["expiresAt"]))
-				return reason == "OK" && at.After(time.Now().Add(d-time.Minute))
-			})
+			followsClock(t, c, d)
 		}}
 	}
 	b, c := start(t, "--clock-check=false"), start(t)
@@ -335,11 +330,7 @@ func TestClock_R6_EmbeddedClockSteppedBackNeverReopens(t *testing.T) {
 		return metric(t, p, "sealer_ledger_swept_total") == 1
 	})
 	setOffset(t, file, 0)
-	waitFor(t, "the replica to follow its clock stepped back", 10*time.Second, func() bool {
-		resp, reason := a.call(t, "seal", sealBody("probe", weatherParams, "p", `,"ttl":"1s"`))
-		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(resp["expiresAt"]))
-		return reason == "OK" && at.Before(time.Now().Add(time.Minute))
-	})
+	followsClock(t, a, 0)
 	expectReason(t, a, "open", openBody(state, "alice", weatherParams), "LEDGER_UNAVAILABLE")
 	waitFor(t, "the replica to report its clock behind the sweep", 10*time.Second, func() bool {
 		code, body := readyz(t, p)
@@ -354,4 +345,15 @@ func TestClock_R6_EmbeddedClockSteppedBackNeverReopens(t *testing.T) {
 	fresh := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
 	expectReason(t, a, "open", openBody(fresh, "alice", weatherParams), "OK")
 	expectReason(t, a, "open", openBody(fresh, "alice", weatherParams), "ALREADY_CONSUMED")
+}
+
+// followsClock waits until the nemesis replica c seals by a clock offset
+// by d (within a minute): it re-reads its offset file every 100 ms.
+func followsClock(t *testing.T, c api, d time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the replica to follow its clock offset %v", d), 10*time.Second, func() bool {
+		resp, reason := c.call(t, "seal", sealBody("probe", weatherParams, "p", `,"ttl":"1s"`))
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(resp["expiresAt"]))
+		return reason == "OK" && (at.Sub(time.Now())-d).Abs() < time.Minute
+	})
 }
