@@ -15,10 +15,12 @@ import (
 	"github.com/mcp-sealer/sealer/ledger/redis"
 )
 
-// Check validates cfg as New would, without serving and without writing
-// anything: the flags, the TLS files, the tenants file, and one load of the
-// key source (a Vault login and read included, bounded by ctx). It returns
-// every problem at once, joined, or nil.
+// Check validates cfg as New would, without serving: the flags, the TLS
+// files, the tenants file, one load of the key source (a Vault login and
+// read included) and, for a Redis ledger, what a one-time open and a flow
+// run there (checkLedger), bounded by ctx. It writes nothing but the Redis
+// probe's two short-lived keys. It returns every problem at once, joined,
+// or nil.
 func Check(ctx context.Context, cfg Config) error {
 	errs := []error{cfg.Validate()}
 	discard := slog.New(slog.DiscardHandler)
@@ -29,12 +31,7 @@ func Check(ctx context.Context, cfg Config) error {
 		errs = append(errs, checkKeys(ctx, cfg, discard))
 	}
 	if redis.IsURL(cfg.Ledger) {
-		// Built, not connected: the URL, the password and CA files.
-		if r, err := redis.New(redisOptions(cfg)); err != nil {
-			errs = append(errs, err)
-		} else {
-			r.Close()
-		}
+		errs = append(errs, checkLedger(ctx, cfg))
 	}
 	if cfg.AuditLog != "" {
 		if st, err := os.Stat(filepath.Dir(cfg.AuditLog)); err != nil || !st.IsDir() {
@@ -42,6 +39,22 @@ func Check(ctx context.Context, cfg Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkLedger connects to the Redis ledger with the credentials and CA
+// given and runs what serving needs of it (probeLedger): a wrong password,
+// a server certificate the CA does not verify, an ACL short of the scripts'
+// commands are each named. The probe leaves two keys that no state or flow
+// can have, which expire within seconds.
+func checkLedger(ctx context.Context, cfg Config) error {
+	r, err := redis.New(redisOptions(cfg))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	// Flows too: any tenant may open a latest-only flow, so an ACL without
+	// their commands fails those opens.
+	return probeLedger(ctx, r, true)
 }
 
 // checkKeys loads the key source once. A missing default key file is no

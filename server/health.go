@@ -16,7 +16,9 @@ import (
 
 // Readiness means "this replica can seal and open": keys loaded, not
 // shutting down, its clock within its limit from a shared ledger's
-// (clockCheck) or not behind the embedded ledger's last sweep, and, only when the operator asks for it
+// (clockCheck) or not behind the embedded ledger's last sweep, a Redis
+// ledger that has not refused this replica since its start (see
+// probeUntilAccepted), and, only when the operator asks for it
 // (Config.ReadyNeedsLedger), the ledger reachable. A Redis outage fails
 // one-time opens only; seals and ordinary opens still work, so by default it
 // does not take every replica out of rotation at once. Liveness means the
@@ -61,6 +63,7 @@ func (r *readiness) current() error {
 
 // evaluate computes the answer now and publishes it to gRPC health.
 func (r *readiness) evaluate(ctx context.Context) {
+	var refused bool
 	if !r.draining.Load() {
 		pctx, cancel := context.WithTimeout(ctx, readyEvery)
 		err := r.ping(pctx)
@@ -69,6 +72,7 @@ func (r *readiness) evaluate(ctx context.Context) {
 		if err != nil {
 			r.ledgerDown.log(r.log, err)
 		}
+		refused = errors.Is(err, errLedgerRefused)
 	}
 	var answer error
 	switch {
@@ -78,6 +82,8 @@ func (r *readiness) evaluate(ctx context.Context) {
 		answer = errNotLoaded
 	case r.clockOff() != nil:
 		answer = r.clockOff()
+	case refused:
+		answer = errLedgerRefused
 	case r.ledgerNeeded && !r.ledgerUp.Load():
 		answer = errLedgerNotReady
 	}

@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/mcp-sealer/sealer/ledger/bolt"
 	"github.com/mcp-sealer/sealer/ledger/embedded"
 	"github.com/mcp-sealer/sealer/ledger/redis"
+	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // openedLedger is the configured ledger with what the server needs of it
@@ -63,7 +67,95 @@ func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, e
 	if err != nil {
 		return nil, err
 	}
-	return &openedLedger{Ledger: r, ping: r.Ping, clock: r, name: "redis", close: r.Close}, nil
+	return &openedLedger{Ledger: r, ping: probeUntilAccepted(r), clock: r, name: "redis", close: r.Close}, nil
+}
+
+// probeTenant is the tenant of the ledger probe's keys. No tenants file can
+// name it (a tenant name is [a-z0-9._-]), so a probe key is never a real
+// state's or flow's; it expires probeLife after it was written.
+const (
+	probeTenant = "sealer probe"
+	probeLife   = 10 * time.Second
+)
+
+// errLedgerRefused is readiness's answer while the Redis ledger refuses this
+// replica (its password, its TLS verification, its ACL) and has not once
+// accepted what an open needs since the start.
+var errLedgerRefused = errors.New("ledger refuses this replica (password, TLS or ACL)")
+
+// probeLedger runs once what the ledger's calls run: TIME (the clock check)
+// and the consume script of a one-time open, and with flows the advance
+// script of a latest-only flow, each on a fresh key of probeTenant. PING
+// alone would pass an ACL that lacks the scripts' commands. A refusal (see
+// ledgerRefusal) is wrapped in errLedgerRefused; the error names the call
+// that failed, never a credential.
+func probeLedger(ctx context.Context, r *redis.Ledger, flows bool) error {
+	offset, _, err := r.ClockOffset(ctx)
+	if err != nil {
+		return ledgerProblem("the clock check (TIME)", err)
+	}
+	// The deadline is judged on Redis's clock: ours corrected by the offset.
+	until := wallclock.Now().Add(offset + probeLife)
+	var id sealer.StateID
+	rand.Read(id[:])
+	if err := r.Consume(ctx, probeTenant, id, until); err != nil && !errors.Is(err, ledger.ErrConsumed) {
+		return ledgerProblem("a one-time open (the consume script: EVALSHA, EVAL, TIME, SET)", err)
+	}
+	if !flows {
+		return nil
+	}
+	var flow sealer.FlowID
+	rand.Read(flow[:])
+	if err := r.Advance(ctx, probeTenant, flow, 1, until); err != nil && !errors.Is(err, ledger.ErrConsumed) {
+		return ledgerProblem("a latest-only flow open (the advance script: EVALSHA, EVAL, TIME, GET, PTTL, SET on sealer:v1:flow:*)", err)
+	}
+	return nil
+}
+
+// ledgerProblem says which call failed and, for a refusal, what to fix.
+func ledgerProblem(call string, err error) error {
+	if why := ledgerRefusal(err); why != "" {
+		return fmt.Errorf("%w: %s would fail: %s: %v", errLedgerRefused, call, why, err)
+	}
+	return fmt.Errorf("ledger: redis: %s failed: %v", call, err)
+}
+
+// ledgerRefusal names what Redis refuses in err, a configuration problem
+// rather than an outage: "" when it is neither. go-redis and Redis report
+// these as text only.
+func ledgerRefusal(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "invalid password"):
+		return "Redis refused the user or password (the URL's user, --ledger-password-file)"
+	case strings.Contains(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run"):
+		return "the ACL user lacks a permission the ledger needs (docs/OPERATIONS.md, \"Redis ledger\")"
+	case strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"):
+		return "TLS: the server's certificate does not verify (--ledger-ca-file names the CA that signed it; the URL's host must be among its SANs)"
+	}
+	return ""
+}
+
+// probeUntilAccepted is readiness's check of a Redis ledger: probeLedger
+// (one-time opens only: flows' permissions are documented as optional)
+// until it succeeds once, then PING. A replica whose ledger refuses it from
+// the start (a wrong password file, a private CA not given, an ACL short of
+// the consume script) is then not ready, so a rollout with a bad
+// configuration stops at its first replica; a refusal that begins later (a
+// password rotated in Redis first) is treated as an outage, as PING sees
+// it, so that it does not take every replica out of rotation at once.
+func probeUntilAccepted(r *redis.Ledger) func(context.Context) error {
+	var accepted atomic.Bool
+	return func(ctx context.Context) error {
+		if accepted.Load() {
+			return r.Ping(ctx)
+		}
+		if err := probeLedger(ctx, r, false); err != nil {
+			return err
+		}
+		accepted.Store(true)
+		return nil
+	}
 }
 
 // errClockBehind is readiness's answer while this host's clock reads
