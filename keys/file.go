@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 )
 
 // maxFileSize bounds how much of a key file is read.
@@ -18,19 +20,6 @@ const maxFileSize = 1 << 20
 // ErrFilePermissions means a key file is readable or writable by others
 // than its owner (and its group, when that is the process's own).
 var ErrFilePermissions = errors.New("keys: key file must belong to this user (or root) and be accessible by nobody else (chmod 600)")
-
-// private reports whether a file belongs to this process's user (or root),
-// and only its owner may read it, or also its group when that group is this
-// process's own (a Kubernetes Secret mounted with the pod's fsGroup is 0440
-// of that group); nobody else may read it, and nobody but the owner may
-// write it.
-func private(fi fs.FileInfo) bool {
-	perm := fi.Mode().Perm()
-	if !ownedWell(fi) || perm&0o040 != 0 && !ownGroup(fi) {
-		return false
-	}
-	return perm&0o037 == 0
-}
 
 // File is a key source backed by a local JSON key file, the embedded
 // default. The file looks like this (keys base64, standard alphabet):
@@ -149,7 +138,7 @@ func readFileJSON(path string) (fileJSON, error) {
 	if err != nil {
 		return doc, fmt.Errorf("keys: %v", err)
 	}
-	if !private(st) {
+	if !secretfile.Private(st) { // the rule of every credential file
 		return doc, fmt.Errorf("%w: %s has mode %v", ErrFilePermissions, path, st.Mode().Perm())
 	}
 	if st.Size() > maxFileSize {

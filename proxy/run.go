@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -156,13 +155,9 @@ func dialSealer(cfg Config) (*grpc.ClientConn, error) {
 		return nil, errors.New("sealer-cert needs sealer-ca (TLS)")
 	}
 	if cfg.SealerTokenFile != "" {
-		data, err := secretfile.Read(cfg.SealerTokenFile)
+		token, err := secretfile.ReadToken(cfg.SealerTokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("sealer-token-file: %v", err)
-		}
-		token := strings.TrimSpace(data)
-		if token == "" {
-			return nil, fmt.Errorf("sealer-token-file %s is empty", cfg.SealerTokenFile)
+			return nil, fmt.Errorf("sealer-token-file: %w", err)
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: cfg.SealerCA != ""}))
 	}

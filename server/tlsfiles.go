@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 )
 
 // tlsFiles serves the server certificate and the client CA pool from files,
@@ -56,6 +58,9 @@ func fileStamp(paths ...string) string {
 
 func (f *tlsFiles) reload() error {
 	stamp := f.stampOf()
+	if err := secretfile.Check(f.keyFile); err != nil {
+		return fmt.Errorf("tls key: %w", err)
+	}
 	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
 	if err != nil {
 		return fmt.Errorf("tls certificate: %v", err)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcp-sealer/sealer/internal/secretfile"
 	"github.com/mcp-sealer/sealer/proxy"
 )
 
@@ -94,6 +95,16 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("log-level: %v", err)
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The private keys are credential files, refused when others may read
+	// them, as the sealer refuses its own (the token file: proxy.Run).
+	for _, key := range []string{cfg.TLSKey, cfg.SealerKey} {
+		if key == "" {
+			continue
+		}
+		if err := secretfile.Check(key); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return proxy.Run(ctx, cfg)
