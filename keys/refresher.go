@@ -2,6 +2,7 @@ package keys
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ type Refresher struct {
 	// minGap rate-limits Demand.
 	minGap time.Duration
 	report func(error)
+	log    *slog.Logger // nil: no log
 
 	ring     atomic.Pointer[Ring]
 	lastGood atomic.Int64 // Unix nanoseconds of the last successful load
@@ -42,6 +44,13 @@ func NewRefresher(source Source, interval time.Duration, report func(error)) *Re
 	}
 	return &Refresher{source: source, interval: interval, minGap: time.Second, report: report}
 }
+
+// SetLog makes the refresher log what an operator follows a rotation by:
+// each version loaded, the version that starts sealing, each version that
+// left the ring (once each, by number, never key bytes), and every failed
+// load with what the replica serves meanwhile. Call it before the first
+// load.
+func (r *Refresher) SetLog(log *slog.Logger) { r.log = log }
 
 // Ring returns the current ring, or nil before the first successful load.
 func (r *Refresher) Ring() *Ring { return r.ring.Load() }
@@ -68,11 +77,13 @@ func (r *Refresher) refreshLocked(ctx context.Context) error {
 	ring, err := r.source.Load(ctx)
 	if err != nil {
 		r.errors.Add(1)
+		r.logFailure(err)
 		r.report(err)
 		return err
 	}
-	if !ring.Same(r.ring.Load()) {
+	if old := r.ring.Load(); !ring.Same(old) {
 		r.ring.Store(ring)
+		r.logChanges(old, ring)
 	}
 	r.lastGood.Store(time.Now().UnixNano())
 	return nil
@@ -118,6 +129,50 @@ func (r *Refresher) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(wait):
 			r.Refresh(ctx)
+		}
+	}
+}
+
+// logFailure says that a load failed and what this replica serves instead.
+func (r *Refresher) logFailure(err error) {
+	if r.log == nil {
+		return
+	}
+	ring := r.ring.Load()
+	if ring == nil {
+		r.log.Error("key load failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds", "cause", err.Error())
+		return
+	}
+	r.log.Warn("key load failed; serving with the last good keys", "versions", ring.Versions(), "sealing", ring.SealingVersion(),
+		"loaded_at", r.LastGood().UTC().Format(time.RFC3339), "cause", err.Error())
+}
+
+// logChanges logs how next differs from old (nil before the first load).
+func (r *Refresher) logChanges(old, next *Ring) {
+	if r.log == nil {
+		return
+	}
+	for _, id := range next.ids {
+		switch was := old.version(id); {
+		case was == nil:
+			r.log.Info("key version loaded", "version", id, "created", next.created(id))
+		case was.key.material != next.versions[id].key.material:
+			r.log.Warn("key version replaced: its material changed, so states sealed with the old material no longer open", "version", id)
+		}
+	}
+	var previous uint32
+	if old != nil {
+		previous = old.SealingVersion()
+	}
+	if next.SealingVersion() != previous {
+		r.log.Info("key version activated: it seals from now on", "version", next.SealingVersion(), "previous", previous)
+	}
+	if old == nil {
+		return
+	}
+	for _, id := range old.ids {
+		if next.version(id) == nil {
+			r.log.Info("key version retired: states sealed with it no longer open", "version", id)
 		}
 	}
 }

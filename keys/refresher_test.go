@@ -1,8 +1,12 @@
 package keys_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +179,66 @@ func TestRefresher_DemandDuringAStallIsSharedAndEndsWithTheCaller(t *testing.T) 
 	}
 	if n := src.loads.Load() - 1; n != 1 {
 		t.Fatalf("loads after the stall: %d, want still 1", n)
+	}
+}
+
+// TestRefresher_LogsRingChanges: an operator sees in the log each version
+// loaded, the version that starts sealing and each version that left the
+// ring, once each, by number, never its bytes; and a failed load says what
+// the replica serves meanwhile: the last good keys, or none at all (it
+// said "serving with the last good keys" also when it had never loaded any).
+func TestRefresher_LogsRingChanges(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	src := &flakySource{}
+	ref := keys.NewRefresher(src, time.Hour, nil)
+	ref.SetLog(log)
+	ring := func(sealing uint32, ids ...uint32) *keys.Ring {
+		var ks []keys.Key
+		for _, id := range ids {
+			ks = append(ks, key(t, id, time.Time{}))
+		}
+		r, err := keys.NewRing(ks, sealing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, step := range []struct {
+		name   string
+		ring   *keys.Ring // nil: the source fails
+		want   []string   // the lines logged, in order
+		absent string
+	}{
+		{"never loaded, source down", nil, []string{`level=ERROR msg="key load failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds"`}, "last good"},
+		{"first ring", ring(1, 1), []string{`msg="key version loaded" version=1`, `msg="key version activated: it seals from now on" version=1 previous=0`}, ""},
+		{"same ring again", ring(1, 1), nil, ""},
+		{"a new version, not yet sealing", ring(1, 1, 2), []string{`msg="key version loaded" version=2`}, ""},
+		{"the new version activated", ring(2, 1, 2), []string{`msg="key version activated: it seals from now on" version=2 previous=1`}, ""},
+		{"the old version retired", ring(2, 2), []string{`msg="key version retired: states sealed with it no longer open" version=1`}, ""},
+		{"source down after", nil, []string{`level=WARN msg="key load failed; serving with the last good keys" versions=[2] sealing=2`}, ""},
+	} {
+		buf.Reset()
+		src.broken.Store(step.ring == nil)
+		src.ring.Store(step.ring)
+		ref.Refresh(context.Background())
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if buf.Len() == 0 {
+			lines = nil
+		}
+		if len(lines) != len(step.want) {
+			t.Fatalf("%s: got %d lines %q, want %d", step.name, len(lines), lines, len(step.want))
+		}
+		for i, want := range step.want {
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("%s: line %d %q, want it to hold %q", step.name, i, lines[i], want)
+			}
+		}
+		if step.absent != "" && strings.Contains(buf.String(), step.absent) {
+			t.Errorf("%s: %q logged:\n%s", step.name, step.absent, buf.String())
+		}
+		if strings.Contains(buf.String(), base64.StdEncoding.EncodeToString(secret)) || bytes.Contains(buf.Bytes(), secret) {
+			t.Fatalf("%s: key bytes logged", step.name)
+		}
 	}
 }

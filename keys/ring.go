@@ -124,6 +124,22 @@ func NewRing(versions []Key, sealing uint32) (*Ring, error) {
 	return r, nil
 }
 
+// version returns version id of r, nil when r is nil or lacks it.
+func (r *Ring) version(id uint32) *version {
+	if r == nil {
+		return nil
+	}
+	return r.versions[id]
+}
+
+// created is when version id of r was created, "unknown" when not known.
+func (r *Ring) created(id uint32) string {
+	if c := r.versions[id].key.created; !c.IsZero() {
+		return c.UTC().Format(time.RFC3339)
+	}
+	return "unknown"
+}
+
 // Versions returns the versions in the ring, ascending.
 func (r *Ring) Versions() []uint32 { return slices.Clone(r.ids) }
 
