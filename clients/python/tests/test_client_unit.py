@@ -143,7 +143,8 @@ def test_replies_that_are_not_the_sealers() -> None:
         with pytest.raises(SealerError) as e:
             call()
         assert e.value.reason is Reason.UNSPECIFIED
-        assert e.value.retryable
+        # Another service answered: retrying cannot help (issue 42).
+        assert not e.value.retryable and e.value.misconfigured
     res = pb.SealResponse(request_state="AQ")
     res.expires_at.GetCurrentTime()
     # A seal that asked for a flow and got none (a release without flows).
@@ -163,7 +164,8 @@ def test_reasons_parse_as_the_sealer_sends_them() -> None:
         Reason.INVALID_STATE, Reason.EXPIRED, Reason.PRINCIPAL_MISMATCH, Reason.REQUEST_MISMATCH,
         Reason.ALREADY_CONSUMED, Reason.INPUT_MISMATCH, Reason.FLOW_EXPIRED, Reason.FLOW_EXHAUSTED,
     }  # fmt: skip
-    assert retryable == {Reason.UNSPECIFIED, Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED}
+    # UNSPECIFIED is retried only for a cause that may pass (unreachable, a deadline).
+    assert retryable == {Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED}
     assert not rejected & retryable
 
 

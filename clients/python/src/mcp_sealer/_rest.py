@@ -14,8 +14,8 @@ import httpx
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from .client import DEFAULT_TIMEOUT, BaseClient, Token, base_url, token_of
-from .errors import Reason, SealerError
+from .client import DEFAULT_TIMEOUT, BaseClient, LoopBound, Token, base_url, token_of
+from .errors import DEADLINE, HTTP_STATUS, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
 from .gen.sealer.v1 import sealer_pb2 as pb
 from .tls import TLS
 
@@ -27,18 +27,24 @@ M = TypeVar("M", bound=Message)
 
 
 class RestClient(BaseClient):
-    """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop."""
+    """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop.
+
+    Like ``GrpcClient``, it may be built at import time: its connection pool
+    is made on first use in the running event loop, and again in another."""
 
     def __init__(self, url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         base, _ = base_url(url, tls, token)
+        self.url = base
         verify: ssl.SSLContext | bool = True
         if tls is not None:
             verify = _ssl_context(tls)
-        self._http = httpx.AsyncClient(
-            base_url=base,
-            verify=verify,
-            timeout=timeout,
-            limits=httpx.Limits(max_keepalive_connections=64, max_connections=256),
+        self._http = LoopBound(
+            lambda: httpx.AsyncClient(
+                base_url=base,
+                verify=verify,
+                timeout=timeout,
+                limits=httpx.Limits(max_keepalive_connections=64, max_connections=256),
+            )
         )
         self._token = token
         self._timeout = timeout
@@ -51,7 +57,7 @@ class RestClient(BaseClient):
         try:
             return await asyncio.wait_for(self._exchange(path, msg, reply, deadline), deadline)
         except asyncio.TimeoutError:
-            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded") from None
+            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE) from None
 
     async def _exchange(self, path: str, msg: Message, reply: M, timeout: float) -> M:
         headers = {"content-type": "application/json"}
@@ -60,7 +66,7 @@ class RestClient(BaseClient):
             headers["authorization"] = f"Bearer {token}"
         body = json.dumps(json_format.MessageToDict(msg), separators=(",", ":"))
         try:
-            async with self._http.stream(
+            async with self._http.get().stream(
                 "POST",
                 path,
                 content=body.encode(),
@@ -69,27 +75,29 @@ class RestClient(BaseClient):
                 extensions=self._extensions,
             ) as res:
                 if int(res.headers.get("content-length") or 0) > _MAX_REPLY:
-                    raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code)
+                    raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code, NOT_THE_SEALER)
                 data = bytearray()
                 async for chunk in res.aiter_bytes():
                     data += chunk
                     if len(data) > _MAX_REPLY:
-                        raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code)
+                        raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is too large", res.status_code, NOT_THE_SEALER)
                 status = res.status_code
         except httpx.TimeoutException:
-            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded") from None
-        except httpx.HTTPError:
-            raise SealerError(Reason.UNSPECIFIED, "sealer: unreachable") from None
+            raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE) from None
+        except httpx.HTTPError as e:
+            if _tls_failure(e):
+                raise SealerError(Reason.UNSPECIFIED, "sealer: TLS handshake failed (certificate, CA or server name)", cause=TLS_FAILURE) from None
+            raise SealerError(Reason.UNSPECIFIED, "sealer: unreachable", cause=UNREACHABLE) from None
         try:
             parsed: Any = json.loads(data)
         except ValueError:
-            raise SealerError(Reason.UNSPECIFIED, f"sealer: HTTP {status} without a JSON body", status) from None
+            raise SealerError(Reason.UNSPECIFIED, f"sealer: HTTP {status} without a JSON body", status, HTTP_STATUS) from None
         if status != 200:
             raise from_rest(status, parsed)
         try:
             return json_format.ParseDict(parsed, reply, ignore_unknown_fields=True)
         except (json_format.ParseError, TypeError, ValueError):
-            raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", status) from None
+            raise SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", status, NOT_THE_SEALER) from None
 
     async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
         return await self._post("/v1/seal", msg, pb.SealResponse(), timeout)
@@ -98,7 +106,9 @@ class RestClient(BaseClient):
         return await self._post("/v1/open", msg, pb.OpenResponse(), timeout)
 
     async def close(self) -> None:
-        await self._http.aclose()
+        http = self._http.take()
+        if http is not None:
+            await http.aclose()
 
 
 def from_rest(status: int, body: object) -> SealerError:
@@ -115,19 +125,35 @@ def from_rest(status: int, body: object) -> SealerError:
                 if isinstance(d, dict) and d.get("@type") == _ERROR_INFO:
                     reason = Reason.parse(d.get("reason"))
                     break
-    return SealerError(reason, message if message.startswith("sealer") else f"sealer: {message}", status)
+    cause = None if reason is not Reason.UNSPECIFIED else HTTP_STATUS
+    return SealerError(reason, message if message.startswith("sealer") else f"sealer: {message}", status, cause)
+
+
+def _tls_failure(e: BaseException) -> bool:
+    """Whether an httpx error came from the TLS handshake (a certificate, a CA,
+    a name, or plaintext where TLS was expected)."""
+    seen: BaseException | None = e
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    text = str(e)
+    return "CERTIFICATE_VERIFY_FAILED" in text or ("SSL" in text and "handshake" in text.lower()) or "WRONG_VERSION_NUMBER" in text
 
 
 def _ssl_context(tls: TLS) -> ssl.SSLContext:
     # With a CA given, only that CA (the system's roots are not loaded), as the gRPC client trusts only it.
-    ctx = ssl.create_default_context(cadata=tls.ca.decode() if tls.ca else None)
-    if tls.cert is not None and tls.key is not None:
+    ca, cert, key = tls.ca_pem, tls.cert_pem, tls.key_pem
+    ctx = ssl.create_default_context(cadata=ca.decode() if ca else None)
+    if cert is not None and key is not None:
         # ssl loads a certificate chain only from files: a private directory, removed at once.
         with tempfile.TemporaryDirectory() as d:
-            cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-            for path, data in ((cert, tls.cert), (key, tls.key)):
+            cert_path, key_path = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+            for path, data in ((cert_path, cert), (key_path, key)):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
-            ctx.load_cert_chain(cert, key)
+            ctx.load_cert_chain(cert_path, key_path)
     return ctx

@@ -7,17 +7,18 @@ bytes, as the Go and TypeScript clients do.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from .digest import request_digest, well_formed
-from .errors import Reason, SealerError, invalid_argument
+from .errors import NOT_THE_SEALER, Reason, SealerError, invalid_argument
 from .gen.sealer.v1 import sealer_pb2 as pb
 
 #: The deadline of each call, in seconds, unless the call or the client gives its own.
@@ -145,12 +146,51 @@ class SealerClient(Protocol):
 
 
 C = TypeVar("C", bound="BaseClient")
+R = TypeVar("R")
+
+
+class LoopBound(Generic[R]):
+    """A connection (a grpc.aio channel, an httpx client) made on first use in
+    the running event loop, and made again on first use in another one.
+
+    A client is typically built at import time, with no loop running, and
+    used in the loop that ``server.run(...)`` starts later: a grpc.aio channel
+    made at import binds the import-time loop and every call fails "attached to
+    a different loop", and an httpx pool keeps connections of a closed loop.
+    So nothing is connected until a call runs; the connection of a loop that
+    is gone is dropped, never awaited (its loop cannot run it)."""
+
+    def __init__(self, make: Callable[[], R]) -> None:
+        self._make = make
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._value: R | None = None
+
+    def get(self) -> R:
+        """The connection of the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._value is None or self._loop is not loop:
+            self._value, self._loop = self._make(), loop
+        return self._value
+
+    def take(self) -> R | None:
+        """The connection of the running loop, forgotten (the caller closes
+        it), or None when there is none."""
+        value, loop = self._value, self._loop
+        self._value = self._loop = None
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        return value if loop is running else None
 
 
 class BaseClient:
     """Seal and Open as both transports make them: the proto requests built
     here, sent by the transport's ``_seal`` and ``_open``, the replies checked
     here."""
+
+    #: The sealer's scheme://host:port, for log lines (never a credential).
+    url: str = ""
 
     async def seal(
         self,
@@ -282,7 +322,7 @@ def sealed_of(res: pb.SealResponse, asked_flow: bool) -> Sealed:
     # A release without flows ignores the request and seals a plain state:
     # never hand that out as a round of a flow.
     if asked_flow and flow is None:
-        raise SealerError(Reason.UNSPECIFIED, "sealer: the sealer sealed no flow (a release without flows?)")
+        raise SealerError(Reason.UNSPECIFIED, "sealer: the sealer sealed no flow (a release without flows?)", cause=NOT_THE_SEALER)
     return Sealed(request_state=res.request_state, expires_at=_time(res.expires_at), flow=flow)
 
 
@@ -301,12 +341,12 @@ def opened_of(res: pb.OpenResponse, request_state: str) -> Opened:
 
 
 def _not_the_sealers() -> SealerError:
-    return SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's")
+    return SealerError(Reason.UNSPECIFIED, "sealer: the reply is not the sealer's", cause=NOT_THE_SEALER)
 
 
 def _flow_of(f: pb.Flow) -> Flow:
     if len(f.id) != 16 or f.round < 1 or not f.HasField("deadline"):
-        raise SealerError(Reason.UNSPECIFIED, "sealer: malformed flow in the sealer's reply")
+        raise SealerError(Reason.UNSPECIFIED, "sealer: malformed flow in the sealer's reply", cause=NOT_THE_SEALER)
     return Flow(id=f.id, round=f.round, deadline=_time(f.deadline), latest_only=f.latest_only)
 
 

@@ -27,21 +27,40 @@ rewind, no fork). ``one_time`` makes every state open at most once;
 
 A retry's params are validated as the SDK will validate them before its
 state is opened: a retry the SDK would refuse as invalid params never spends
-its round. A refused state is answered as the SDK answers it: JSON-RPC -32602 "Invalid
-or expired requestState" with ``data.reason`` ``invalid_request_state``;
-the sealer's reason goes to this module's logger only. A sealer that cannot
-answer is tried a bounded number of times, then the request fails closed
-(-32603, the handler never runs).
+its round. What the MCP client sees of a failure, with ``data.reason``:
+
+- a refused state: -32602 "Invalid or expired requestState",
+  ``invalid_request_state``, as the SDK answers it;
+- the sealer unavailable (unreachable, too slow, its ledger or keys down):
+  -32603 "requestState sealer unavailable", ``sealer_unavailable``, after
+  retries within one ``deadline`` (5 s by default) for all of them;
+- the way to the sealer wrong (credentials refused, TLS, an address that is
+  not the sealer's): -32603 "requestState sealer misconfigured",
+  ``sealer_misconfigured``, at once.
+
+Neither the sealer's address, nor its message, nor its reason reaches the MCP
+client: each failure is logged once on this module's logger, with the
+sealer's address and the reason or cause. On an open the handler never runs;
+on a seal the handler has run and its ``input_required`` result is dropped.
+
+Lifetime: the client is built anywhere, at import time included, and binds
+to the running event loop on first use (``mcp_sealer.client.LoopBound``);
+``sealed_request_state`` wraps the server's lifespan, so that at start the
+sealer is asked for one seal (does it answer, are the credentials accepted:
+a failure is logged with the sealer's address and reason, and stops the
+server unless ``check_at_start=False``), and at the end the client's
+connections of that loop are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -55,9 +74,18 @@ from pydantic import ValidationError
 
 from .client import Opened, SealerClient, flow_after, input_keys
 from .digest import request_digest
-from .errors import Reason, SealerError
+from .errors import DEADLINE, Reason, SealerError
 
-__all__ = ["ANONYMOUS", "RESERVED_PREFIX", "SealedRequestState", "sealed_request_state"]
+__all__ = [
+    "ANONYMOUS",
+    "DEFAULT_DEADLINE",
+    "RESERVED_PREFIX",
+    "SEALER_MISCONFIGURED",
+    "SEALER_UNAVAILABLE",
+    "SealedRequestState",
+    "SealerUnready",
+    "sealed_request_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +98,14 @@ RESERVED_PREFIX = "mcp-sealer:"
 #: (``allow_anonymous=True``): every such caller shares it, and no principal
 #: function can return it.
 ANONYMOUS = RESERVED_PREFIX + "anonymous"
+
+#: The bound, in seconds, on each seal and each open of the middleware,
+#: retries included.
+DEFAULT_DEADLINE = 5.0
+
+# The start-up check's seal: a principal no caller can have.
+_CHECK_PRINCIPAL = RESERVED_PREFIX + "start-up-check"
+_CHECK_BINDING = request_digest("tools/call", {"name": _CHECK_PRINCIPAL})
 
 _NO_PRINCIPAL = (
     "sealed_request_state: say who the caller is: pass principal= (a function of the request context "
@@ -116,9 +152,28 @@ def _reject(method: str, why: str) -> NoReturn:
     raise MCPError(code=INVALID_PARAMS, message="Invalid or expired requestState", data={"reason": "invalid_request_state"})
 
 
-def _fail(method: str, what: str, err: BaseException) -> NoReturn:
+#: ``data.reason`` of the -32603 answered when the sealer could not answer.
+SEALER_UNAVAILABLE = "sealer_unavailable"
+#: ``data.reason`` of the -32603 answered when the way to the sealer is wrong.
+SEALER_MISCONFIGURED = "sealer_misconfigured"
+
+
+def _fail(method: str, what: str, err: BaseException, sealer: object = None) -> NoReturn:
+    """Fails a request closed: the cause logged once, the MCP client told only
+    which of the documented failures it is."""
+    where = getattr(sealer, "url", "") or "the sealer"
+    if isinstance(err, SealerError):
+        if err.unavailable:
+            logger.error("requestState %s failed on %s: sealer at %s unavailable: %s (%s)", what, method, where, err.why, err)
+            raise MCPError(code=INTERNAL_ERROR, message="requestState sealer unavailable", data={"reason": SEALER_UNAVAILABLE})
+        logger.error("requestState %s failed on %s: sealer at %s misconfigured: %s (%s)", what, method, where, err.why, err)
+        raise MCPError(code=INTERNAL_ERROR, message="requestState sealer misconfigured", data={"reason": SEALER_MISCONFIGURED})
     logger.error("requestState %s failed on %s: %s", what, method, err)
     raise MCPError(code=INTERNAL_ERROR, message="Internal error")
+
+
+class SealerUnready(RuntimeError):
+    """The start-up check failed: the sealer did not answer, or refused the credentials."""
 
 
 class SealedRequestState:
@@ -132,6 +187,12 @@ class SealedRequestState:
     is refused unless ``allow_anonymous``, which makes every such caller
     ``ANONYMOUS``. Without ``principal`` (only with ``allow_anonymous``, else
     ValueError) the SDK's ``authenticated_principal`` is asked.
+
+    ``deadline`` (seconds) bounds each seal and each open, every attempt and
+    backoff included: a hung sealer costs a request at most that long.
+    ``attempts`` and ``backoff_seconds`` shape the retries of a failure that
+    may pass (``SealerError.retryable``) within it. ``check_at_start``: see
+    ``check``.
     """
 
     def __init__(
@@ -146,12 +207,15 @@ class SealedRequestState:
         latest_only: bool = True,
         attempts: int = 3,
         backoff_seconds: float = 0.05,
-        timeout: float | None = None,
+        deadline: float = DEFAULT_DEADLINE,
+        check_at_start: bool = True,
     ) -> None:
         if ttl_seconds is not None and not ttl_seconds > 0:
             raise ValueError("ttl_seconds must be a positive number of seconds")
         if principal is None and not allow_anonymous:
             raise ValueError(_NO_PRINCIPAL)
+        if not deadline > 0:
+            raise ValueError("deadline must be a positive number of seconds")
         self.sealer = sealer
         self._principal: Principal = principal if principal is not None else authenticated_principal
         self._allow_anonymous = allow_anonymous
@@ -161,7 +225,8 @@ class SealedRequestState:
         self._latest_only = latest_only
         self._attempts = max(1, attempts)
         self._backoff = backoff_seconds
-        self._timeout = timeout
+        self._deadline = deadline
+        self.check_at_start = check_at_start
         # The low-level server whose handlers will read the params (set by
         # sealed_request_state): their params types are checked before a
         # state is opened.
@@ -212,18 +277,20 @@ class SealedRequestState:
         principal = await self._principal_of(ctx, round_, lambda why: _reject(ctx.method, why))
         try:
             return await self._retrying(
-                lambda: self.sealer.open(
+                lambda timeout: self.sealer.open(
                     wire,
                     principal=principal,
                     request=digest,
                     responded=input_keys(params.get("inputResponses")),
-                    timeout=self._timeout,
+                    timeout=timeout,
                 )
             )
         except SealerError as e:
+            # INVALID_ARGUMENT on an open is the state's own fault (its size,
+            # its encoding): the client's to start over, never a sealer fault.
             if e.rejected or e.reason is Reason.INVALID_ARGUMENT:
                 _reject(ctx.method, e.reason.name)
-            _fail(ctx.method, f"open ({e.reason.name})", e)
+            _fail(ctx.method, "open", e, self.sealer)
 
     def _check_params(self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any]) -> None:
         """Validates the params as the SDK will once the middleware chain ran:
@@ -269,7 +336,7 @@ class SealedRequestState:
 
     async def _seal(self, ctx: ServerRequestContext[Any, Any], state: str, asked: object, round_: _Round) -> str:
         if isinstance(round_.binding, SealerError):
-            _fail(ctx.method, "seal", round_.binding)
+            _fail(ctx.method, "seal", ValueError(str(round_.binding)))
         digest = round_.binding
         principal = await self._principal_of(ctx, round_, lambda why: _fail(ctx.method, "seal", ValueError(why)))
         flow = None
@@ -281,14 +348,14 @@ class SealedRequestState:
         ttl = self._ttl if round_.ttl_seconds is None else round_.ttl_seconds
         try:
             sealed = await self._retrying(
-                lambda: self.sealer.seal(
+                lambda timeout: self.sealer.seal(
                     principal=principal,
                     request=digest,
                     payload=state.encode("utf-8"),
                     ttl=ttl,
                     one_time=one_time,
                     flow=flow,
-                    timeout=self._timeout,
+                    timeout=timeout,
                 )
             )
         except UnicodeEncodeError as e:
@@ -297,7 +364,7 @@ class SealedRequestState:
             # A flow past its deadline or out of rounds: the client starts over.
             if e.rejected:
                 _reject(ctx.method, e.reason.name)
-            _fail(ctx.method, f"seal ({e.reason.name})", e)
+            _fail(ctx.method, "seal", e, self.sealer)
         return sealed.request_state
 
     async def _principal_of(self, ctx: ServerRequestContext[Any, Any], round_: _Round, fail: Callable[[str], NoReturn]) -> str:
@@ -328,15 +395,47 @@ class SealedRequestState:
             return None, f"the principal function returned a principal in the reserved prefix {RESERVED_PREFIX!r}"
         return p, None
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, call: Callable[[float], Awaitable[T]]) -> T:
+        """Calls call(timeout) until it succeeds, fails for good, runs out of
+        attempts or of the deadline, each attempt given what is left of it."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self._deadline
         for i in range(1, self._attempts + 1):
+            left = end - loop.time()
             try:
-                return await call()
+                if left <= 0:
+                    raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE)
+                # The transport's own deadline too: a call never outlives left.
+                return await asyncio.wait_for(call(left), left)
+            except asyncio.TimeoutError:
+                err = SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE)
+                if i >= self._attempts or end - loop.time() <= 0:
+                    raise err from None
             except SealerError as e:
                 if not e.retryable or i >= self._attempts:
                     raise
-                await asyncio.sleep(self._backoff * 2 ** (i - 1))
+            pause = min(self._backoff * 2 ** (i - 1), end - loop.time())
+            if pause <= 0:
+                raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE)
+            await asyncio.sleep(pause)
         raise AssertionError("unreachable")
+
+    async def check(self) -> None:
+        """Asks the sealer for one seal, as at start: does it answer within the
+        deadline, are the credentials accepted, is it the sealer. A failure is
+        logged (error) with the sealer's address and reason, then raises
+        ``SealerUnready``; success is logged (info) with the address.
+
+        The state sealed is bound to a reserved principal no caller can have
+        and is dropped: it opens for no one."""
+        where = getattr(self.sealer, "url", "") or "the sealer"
+        try:
+            await self._retrying(lambda timeout: self.sealer.seal(principal=_CHECK_PRINCIPAL, request=_CHECK_BINDING, ttl=None, timeout=timeout))
+        except SealerError as e:
+            kind = "unavailable" if e.unavailable else "misconfigured"
+            logger.error("the sealer at %s failed the start-up check: %s: %s (%s)", where, kind, e.why, e)
+            raise SealerUnready(f"the sealer at {where} failed the start-up check: {kind}: {e.why} ({e})") from None
+        logger.info("the sealer at %s answers and accepts this server's credentials", where)
 
     def input_required(
         self,
@@ -379,6 +478,8 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
         options["principal"] = authenticated_principal
     mw = SealedRequestState(sealer, **options)
     mw._server = _lowlevel_of(server)
+    if mw._server is not None:
+        _wrap_lifespan(mw._server, mw)
     chain = _middleware_of(server)
     at = next((i for i, m in enumerate(chain) if isinstance(m, RequestStateBoundary)), None)
     chain[:] = [m for m in chain if not isinstance(m, RequestStateBoundary | SealedRequestState)]
@@ -388,6 +489,27 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
         at = sum(1 for m in chain if type(m).__module__.startswith(("mcp.", "fastmcp.")))
     chain.insert(min(at, len(chain)), mw)
     return mw
+
+
+def _wrap_lifespan(lowlevel: Server[Any], mw: SealedRequestState) -> None:
+    """Makes the low-level server's lifespan (which MCPServer, FastMCP and the
+    streamable-HTTP session manager all enter) check the sealer at start, when
+    ``mw.check_at_start``, and close the client's connections at the end. A
+    second install replaces the first's wrapper, never stacks on it."""
+    inner = getattr(lowlevel.lifespan, "_mcp_sealer_inner", lowlevel.lifespan)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Server[Any]) -> AsyncIterator[Any]:
+        if mw.check_at_start:
+            await mw.check()
+        try:
+            async with inner(app) as state:
+                yield state
+        finally:
+            await mw.sealer.close()
+
+    lifespan._mcp_sealer_inner = inner  # type: ignore[attr-defined]
+    lowlevel.lifespan = lifespan
 
 
 def _sdk_authenticates(server: object) -> bool:

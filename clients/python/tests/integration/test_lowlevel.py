@@ -85,13 +85,21 @@ async def test_sealer_down_fails_closed(real_sealer: Sealer) -> None:
         async with Client(server, mode="2026-07-28") as client:
             r1 = await client.session.call_tool("delete", {"path": "/a"}, allow_input_required=True)
             assert isinstance(r1, InputRequiredResult)
-    # The same state, to a server whose sealer cannot be reached: tried 3
-    # times, then refused -32603, the handler never run.
+    # The same state, to a server whose sealer cannot be reached (started
+    # anyway: check_at_start=False): tried 3 times, then refused -32603
+    # sealer_unavailable, the handler never run.
     async with grpc_client("http://127.0.0.1:9", timeout=1) as down:
-        server, calls, _ = lowlevel_server(down, backoff_seconds=0.01)
+        server, calls, _ = lowlevel_server(down, backoff_seconds=0.01, check_at_start=False)
         async with Client(server, mode="2026-07-28") as client:
             with pytest.raises(MCPError) as e:
                 await client.session.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r1.request_state)
             assert e.value.code == -32603
-            assert e.value.message != "Invalid or expired requestState"
+            assert e.value.error.data == {"reason": "sealer_unavailable"}, e.value.error
+    # By default such a server does not start.
+    async with grpc_client("http://127.0.0.1:9", timeout=1) as down:
+        server, _, _ = lowlevel_server(down, backoff_seconds=0.01)
+        with pytest.raises(BaseException, match="start-up check") as start:
+            async with Client(server, mode="2026-07-28"):
+                pass
+        assert "http://127.0.0.1:9" in str(start.value) or "http://127.0.0.1:9" in repr(start.value.__cause__), start.value
     assert calls == Counter()
