@@ -141,14 +141,23 @@ func (c *clockCheck) offset() float64 {
 // (refusal). The offset counts as beyond only when it is beyond by more
 // than the margin of error.
 func (c *clockCheck) measure(ctx context.Context) bool {
+	// The wall clock without its monotonic reading: stepped compares the
+	// two clocks, so the wall reading must be the wall clock's alone. Both
+	// are read before the measurement and again after it: a wall clock that
+	// stepped meanwhile would pair an offset of one clock with the reading
+	// of another, so that measurement counts as failed.
+	at, wall := time.Now(), c.wall().Round(0)
 	offset, margin, err := c.meter.ClockOffset(ctx)
+	if err == nil {
+		if step := c.wall().Round(0).Sub(wall) - time.Since(at); step.Abs() > max(margin, time.Millisecond) {
+			err = fmt.Errorf("the wall clock stepped %v while it was measured", step)
+		}
+	}
 	if err != nil {
 		c.failed.log(c.log, err)
 		return false
 	}
-	// The wall clock without its monotonic reading: stepped compares the
-	// two clocks, so the wall reading must be the wall clock's alone.
-	r := &clockReading{at: time.Now(), wall: c.wall().Round(0), offset: offset, margin: margin}
+	r := &clockReading{at: at, wall: wall, offset: offset, margin: margin}
 	if offset.Abs()-margin > c.limit {
 		r.verdict = errClockBeyondLimit
 	}

@@ -220,3 +220,40 @@ func TestClock_R6_AStepBetweenMeasurementsIsJudgedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// steppingMeter steps the wall clock of the check it measures for while
+// it measures.
+type steppingMeter struct {
+	meterAt
+	step func()
+}
+
+func (m *steppingMeter) ClockOffset(ctx context.Context) (time.Duration, time.Duration, error) {
+	m.step()
+	return m.meterAt.ClockOffset(ctx)
+}
+
+// TestClock_R6_AStepDuringAMeasurementIsNoMeasurement: a wall clock that
+// steps while the offset is measured would pair the offset of the clock
+// before the step with the reading after it, and hide the step until the
+// next measurement; such a measurement counts as failed, so the check goes
+// on judging by the reading before it, which sees the step at once.
+func TestClock_R6_AStepDuringAMeasurementIsNoMeasurement(t *testing.T) {
+	l := &untilLedger{}
+	s := testService(t, l)
+	var step atomic.Int64
+	meter := &steppingMeter{meterAt: meterAt{margin: time.Millisecond}}
+	s.clock = newClockCheck(meter, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.clock.wall = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	meter.step = func() {}
+	if !s.clock.measure(context.Background()) {
+		t.Fatal("a measurement without a step failed")
+	}
+	meter.step = func() { step.Store(int64(-2 * time.Minute)) }
+	if s.clock.measure(context.Background()) {
+		t.Error("a measurement during which the wall clock stepped 2 minutes back counted")
+	}
+	if got := openOnce(t, s); got != "LEDGER_UNAVAILABLE" {
+		t.Errorf("after a step during a measurement: open %s, want LEDGER_UNAVAILABLE", got)
+	}
+}
