@@ -282,82 +282,55 @@ func redisKey(tenant string, id sealer.StateID) string {
 }
 
 // Consume implements ledger.Ledger with consumeScript: SET NX PXAT until,
-// on Redis's clock (see nowScript).
-//
-// With Replicas set, the script is followed on the same connection by WAIT
-// Replicas, half the timeout: a consume that fewer replicas acknowledge is
-// ErrUnavailable, and its key is deleted again on that connection (so on
-// the node that took it), so that a retry can consume the state once it is
-// acknowledged. If the delete does not land the state stays consumed:
-// refused, never opened twice.
+// on Redis's clock (see nowScript). A consume too few replicas acknowledge
+// is deleted again (see write).
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
 	key := redisKey(tenant, id)
-	args := []any{until.UnixMilli()}
-	if r.replicas == 0 {
-		err := scriptResult(consumeScript.Run(ctx, r.client, []string{key}, args...).Int64())
-		r.reloadOn(ctx, err)
-		return err
-	}
-	return r.acknowledged(ctx, key, "consume",
-		func(p goredis.Pipeliner) func() error {
-			set := consumeScript.Eval(ctx, p, []string{key}, args...)
-			return func() error { return scriptResult(set.Int64()) }
-		},
-		func(conn *goredis.Conn) { conn.Del(ctx, key) })
+	return r.write(ctx, consumeScript, key, []any{until.UnixMilli()}, func(ctx context.Context, conn *goredis.Conn, _ int64) {
+		conn.Del(ctx, key)
+	})
 }
 
 // Advance implements ledger.Ledger with advanceScript on the flow's key, so
-// one node (one slot of a Cluster) decides atomically, on its clock. With
-// Replicas set, the script is followed by WAIT on the same connection as
-// in Consume; an advance that too few replicas acknowledge is
-// ErrUnavailable, and is undone if the flow is still at that round, so
-// that a retry can open it once acknowledged. If the undo does not land,
-// the round stays opened: refused, never opened twice.
+// one node (one slot of a Cluster) decides atomically, on its clock. An
+// advance too few replicas acknowledge goes back to the round before it,
+// if the flow is still at its round (see write).
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
+	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
+	return r.write(ctx, advanceScript, key, []any{round, until.UnixMilli()}, func(ctx context.Context, conn *goredis.Conn, prev int64) {
+		retreatScript.Eval(ctx, conn, []string{key}, round, prev)
+	})
+}
+
+// write runs script on key and maps its answer (scriptResult). With
+// Replicas set, the script is followed on the same connection, so on the
+// primary that holds key, by WAIT Replicas, half the timeout: a write that
+// fewer replicas acknowledge is ErrUnavailable, and undo runs on that
+// connection with the script's answer, so that a retry can write once it
+// is acknowledged. If the undo does not land, the write stays: the state
+// or round is refused, never opened twice.
+func (r *Ledger) write(ctx context.Context, script *goredis.Script, key string, args []any, undo func(context.Context, *goredis.Conn, int64)) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
-	args := []any{round, until.UnixMilli()}
 	if r.replicas == 0 {
-		err := scriptResult(advanceScript.Run(ctx, r.client, []string{key}, args...).Int64())
+		err := scriptResult(script.Run(ctx, r.client, []string{key}, args...).Int64())
 		r.reloadOn(ctx, err)
 		return err
 	}
-	var prev int64
-	return r.acknowledged(ctx, key, "advance",
-		func(p goredis.Pipeliner) func() error {
-			adv := advanceScript.Eval(ctx, p, []string{key}, args...)
-			return func() error {
-				var err error
-				prev, err = adv.Int64()
-				return scriptResult(prev, err)
-			}
-		},
-		func(conn *goredis.Conn) { retreatScript.Eval(ctx, conn, []string{key}, round, prev) })
-}
-
-// acknowledged runs the write that record queues on the primary that holds
-// key, followed on the same connection by WAIT Replicas, half the timeout.
-// The function record returns reads the write's answer. A write that fewer
-// replicas acknowledge is ErrUnavailable, and undo runs on that connection
-// (so on the node that took the write); what is the write's name in errors.
-func (r *Ledger) acknowledged(ctx context.Context, key, what string, record func(goredis.Pipeliner) func() error, undo func(*goredis.Conn)) error {
 	node, err := r.primaryFor(ctx, key)
 	if err != nil {
 		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	var result func() error
-	var wait *goredis.Cmd
+	var written, wait *goredis.Cmd
 	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		result = record(p)
+		written = script.Eval(ctx, p, []string{key}, args...)
 		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds())) // 0 would wait for ever
 		return nil
 	})
-	if err := result(); err != nil {
+	answer, err := written.Int64()
+	if err := scriptResult(answer, err); err != nil {
 		r.reloadOn(ctx, err)
 		return err
 	}
@@ -365,11 +338,11 @@ func (r *Ledger) acknowledged(ctx context.Context, key, what string, record func
 	if err == nil && acked >= int64(r.replicas) {
 		return nil
 	}
-	undo(conn)
+	undo(ctx, conn, answer)
 	if err != nil {
 		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the %s", ledger.ErrUnavailable, acked, r.replicas, what)
+	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the write", ledger.ErrUnavailable, acked, r.replicas)
 }
 
 // scriptResult maps the answer of consumeScript and advanceScript: -1
