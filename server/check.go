@@ -85,6 +85,11 @@ func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
 			defer o.login.Client.Auth().Token().RevokeSelfWithContext(context.WithoutCancel(ctx), "")
 		}
 	}
+	if o.login != nil {
+		if err := checkVault(ctx, cfg, o.login.Client); err != nil {
+			return err
+		}
+	}
 	if _, err := o.src.Load(ctx); err != nil {
 		return fmt.Errorf("keys %s: %v", cfg.Keys, err)
 	}

@@ -32,8 +32,12 @@ type VaultConfig struct {
 	TokenFile                     string // token auth: a file instead of VAULT_TOKEN
 	RoleIDFile, SecretIDFile      string // approle auth
 	KubernetesRole, KubernetesJWT string // kubernetes auth: role, service-account token file
-	TransitMount, TransitKey      string // keys=vault-transit
-	KVMount, KVPath               string // keys=vault-kv
+	TransitMount, TransitKey      string // keys=vault-transit, vault-transit-exportable
+	// TransitPrevious (keys=vault-transit) names the exportable key a fleet
+	// moves from: its versions still open and seal until the new key's
+	// versions pass them (vault.Transit.Previous).
+	TransitPrevious string
+	KVMount, KVPath string // keys=vault-kv
 }
 
 // keySource is a started key source: the refresher readers use, and the
@@ -67,9 +71,26 @@ var keySources = map[string]struct {
 	check func(Config) error
 	open  func(context.Context, Config, *slog.Logger) (openedSource, error)
 }{
-	"file":          {check: func(Config) error { return nil }, open: openKeyFile},
-	"vault-transit": {check: needs("vault-transit-key", func(c Config) string { return c.Vault.TransitKey }), open: openVault},
-	"vault-kv":      {check: needs("vault-kv-path", func(c Config) string { return c.Vault.KVPath }), open: openVault},
+	"file":                     {check: func(Config) error { return nil }, open: openKeyFile},
+	"vault-transit":            {check: checkTransit, open: openVault},
+	"vault-transit-exportable": {check: checkTransit, open: openVault},
+	"vault-kv":                 {check: needs("vault-kv-path", func(c Config) string { return c.Vault.KVPath }), open: openVault},
+}
+
+// checkTransit checks the Transit modes' flags: a key, and a previous key
+// only to move from it to another.
+func checkTransit(c Config) error {
+	if err := needs("vault-transit-key", func(c Config) string { return c.Vault.TransitKey })(c); err != nil {
+		return err
+	}
+	switch p := c.Vault.TransitPrevious; {
+	case p == "":
+	case c.Keys != "vault-transit":
+		return fmt.Errorf("keys %s: --vault-transit-previous-key is for --keys vault-transit only", c.Keys)
+	case p == c.Vault.TransitKey:
+		return errors.New("keys vault-transit: --vault-transit-previous-key names the key itself; it names the exportable key moved from")
+	}
+	return nil
 }
 
 // KeySources returns the names --keys accepts.
@@ -137,9 +158,21 @@ func openVault(ctx context.Context, cfg Config, log *slog.Logger) (openedSource,
 	if err != nil {
 		return openedSource{}, err
 	}
-	var src keys.Source = &vault.KV{Client: client, Mount: cfg.Vault.KVMount, Path: cfg.Vault.KVPath, Activation: cfg.activation()}
-	if cfg.Keys == "vault-transit" {
-		src = &vault.Transit{Client: client, Mount: cfg.Vault.TransitMount, Name: cfg.Vault.TransitKey, Activation: cfg.activation()}
+	var src keys.Source
+	switch v := cfg.Vault; cfg.Keys {
+	case "vault-transit":
+		src = &vault.Transit{Client: client, Mount: v.TransitMount, Name: v.TransitKey, Previous: v.TransitPrevious, Activation: cfg.activation()}
+		if v.TransitPrevious != "" {
+			log.Warn("moving from an exportable Transit key: its versions still open and seal until the new key's versions pass them; "+
+				"retire them with the new key's min_decryption_version (docs/OPERATIONS.md, Keys from Vault)",
+				"key", v.TransitKey, "previous_key", v.TransitPrevious)
+		}
+	case "vault-transit-exportable":
+		src = &vault.TransitExport{Client: client, Mount: v.TransitMount, Name: v.TransitKey, Activation: cfg.activation()}
+		log.Warn("the Transit key is exportable: every replica reads the master key out of Vault; "+
+			"move to a non-exportable key with --keys vault-transit (docs/OPERATIONS.md, Keys from Vault)", "key", v.TransitKey)
+	default:
+		src = &vault.KV{Client: client, Mount: v.KVMount, Path: v.KVPath, Activation: cfg.activation()}
 	}
 	report := func(err error) {
 		log.Warn("key refresh failed; serving with the last good keys", "cause", err.Error())
@@ -208,10 +241,13 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 	if c.Namespace != "" {
 		client.SetNamespace(c.Namespace)
 	}
-	login := &vault.Login{Client: client, Report: func(err error) { log.Warn("vault login", "cause", err.Error()) }}
+	login := &vault.Login{Client: client, Name: cmp.Or(c.Auth, "token"),
+		Report: func(err error) { log.Warn("vault login", "cause", err.Error()) },
+		Info:   func(msg string, args ...any) { log.Info(msg, args...) }}
 	switch c.Auth {
 	case "", "token":
 		if c.TokenFile != "" {
+			login.Name = "token file"
 			tf := vault.TokenFile{Path: c.TokenFile}
 			token, err := tf.Token()
 			if err != nil {

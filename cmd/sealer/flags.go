@@ -41,8 +41,9 @@ func defineServeFlags(fs *flag.FlagSet, cfg *server.Config) (logFormat, logLevel
 	fs.StringVar(&v.SecretIDFile, "vault-secret-id-file", "", "approle auth: file holding the secret id")
 	fs.StringVar(&v.KubernetesRole, "vault-kubernetes-role", "", "kubernetes auth: Vault role")
 	fs.StringVar(&v.KubernetesJWT, "vault-kubernetes-token-file", "", "kubernetes auth: service-account token file (default: the pod's)")
-	fs.StringVar(&v.TransitMount, "vault-transit-mount", "transit", "keys=vault-transit: Transit mount")
-	fs.StringVar(&v.TransitKey, "vault-transit-key", "", "keys=vault-transit: name of the exportable Transit key")
+	fs.StringVar(&v.TransitMount, "vault-transit-mount", "transit", "keys=vault-transit, vault-transit-exportable: Transit mount")
+	fs.StringVar(&v.TransitKey, "vault-transit-key", "", "keys=vault-transit: name of the Transit key, created non-exportable (keys=vault-transit-exportable: an exportable one)")
+	fs.StringVar(&v.TransitPrevious, "vault-transit-previous-key", "", "keys=vault-transit: the exportable key moved from, whose versions still open and seal until the new key's pass them")
 	fs.StringVar(&v.KVMount, "vault-kv-mount", "secret", "keys=vault-kv: KV v2 mount")
 	fs.StringVar(&v.KVPath, "vault-kv-path", "", "keys=vault-kv: path of the secret whose versions are the keys")
 	fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "one-time ledger: embedded, or a Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://)")
@@ -74,9 +75,9 @@ var serveGroups = []struct {
 }{
 	{"Listening and callers", []string{"grpc-addr", "http-addr", "tls-cert", "tls-key", "tls-client-ca", "tenants", "insecure", "max-in-flight"}},
 	{"Keys", []string{"keys", "key-file", "key-poll", "key-activation", "data-dir"}},
-	{"Vault (keys vault-transit, vault-kv)", []string{"vault-addr", "vault-namespace", "vault-ca-file", "vault-client-cert", "vault-client-key",
+	{"Vault (keys vault-transit, vault-transit-exportable, vault-kv)", []string{"vault-addr", "vault-namespace", "vault-ca-file", "vault-client-cert", "vault-client-key",
 		"vault-auth", "vault-auth-mount", "vault-token-file", "vault-role-id-file", "vault-secret-id-file",
-		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-kv-mount", "vault-kv-path"}},
+		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-transit-previous-key", "vault-kv-mount", "vault-kv-path"}},
 	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "ledger-replicas", "sweep-interval"}},
 	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "clock-check", "flow-ttl", "max-rounds"}},
 	{"Probes and shutdown", []string{"ready-requires-ledger", "shutdown-delay", "shutdown-grace"}},

@@ -235,6 +235,7 @@ read included). Serves nothing, writes nothing. Exits 0, or 1 with every problem
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
+	ctx = server.WithCheckNotes(ctx, func(line string) { fmt.Fprintln(stdout, line) })
 	if err := server.Check(ctx, cfg); err != nil {
 		return fmt.Errorf("configuration refused:\n%v", err)
 	}

@@ -68,7 +68,7 @@ func TestServeHelp_GroupsEveryFlag(t *testing.T) {
 	if err := run([]string{"serve", "--help"}, &out, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Vault (keys vault-transit, vault-kv):", "--grpc-addr string", "variable SEALER_GRPC_ADDR, default 127.0.0.1:7443", "variable SEALER_SHUTDOWN_DELAY"} {
+	for _, want := range []string{"Vault (keys vault-transit, vault-transit-exportable, vault-kv):", "--grpc-addr string", "variable SEALER_GRPC_ADDR, default 127.0.0.1:7443", "variable SEALER_SHUTDOWN_DELAY"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out.String())
 		}

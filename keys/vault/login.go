@@ -26,6 +26,12 @@ type Login struct {
 	Method vaultapi.AuthMethod
 	// Report receives login and renewal failures; never a token.
 	Report func(error)
+	// Info, when set, receives one line per successful login and the first
+	// renewal of each token: the method (Name), the token's TTL, whether it
+	// renews, and its policies; never a token or an accessor.
+	Info func(msg string, args ...any)
+	// Name is the login method as the log lines name it ("approle", ...).
+	Name string
 	// Retry is the first pause after a failed login, one second when zero;
 	// it doubles after each failure up to maxRetry, with jitter, so that a
 	// fleet never hammers Vault into locking its role out.
@@ -62,7 +68,25 @@ func (l *Login) kick() chan struct{} {
 func (l *Login) Login(ctx context.Context) (*vaultapi.Secret, error) {
 	s, err := l.login(ctx)
 	l.ok.Store(err == nil)
+	if err == nil {
+		l.info("vault login succeeded", s)
+	}
 	return s, err
+}
+
+// info logs a successful login or renewal with what it says of the token.
+func (l *Login) info(msg string, s *vaultapi.Secret) {
+	if l.Info == nil {
+		return
+	}
+	args := []any{"method", l.Name}
+	if s != nil && s.Auth != nil {
+		args = append(args, "ttl", (time.Duration(s.Auth.LeaseDuration) * time.Second).String(),
+			"renewable", s.Auth.Renewable, "policies", strings.Join(s.Auth.TokenPolicies, ","))
+	} else {
+		args = append(args, "renewable", false)
+	}
+	l.Info(msg, args...)
 }
 
 func (l *Login) login(ctx context.Context) (*vaultapi.Secret, error) {
@@ -147,6 +171,7 @@ func (l *Login) watch(ctx context.Context, secret *vaultapi.Secret, relogin <-ch
 	}
 	go w.Start()
 	defer w.Stop()
+	renewed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -158,7 +183,11 @@ func (l *Login) watch(ctx context.Context, secret *vaultapi.Secret, relogin <-ch
 				return fmt.Errorf("keys: vault token renewal ended: %v", err)
 			}
 			return nil
-		case <-w.RenewCh():
+		case r := <-w.RenewCh():
+			if !renewed && r != nil {
+				renewed = true
+				l.info("vault token renewed (later renewals of this token are not logged)", r.Secret)
+			}
 		}
 	}
 }
