@@ -1,48 +1,92 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcp-sealer/sealer/internal/testenv"
 	"github.com/mcp-sealer/sealer/internal/testvault"
+	"github.com/mcp-sealer/sealer/keys/vault"
 )
 
-// vaultForSealer starts Vault with an exportable Transit key "sealer" and
-// returns it with a file holding a token limited to docs/OPERATIONS.md's policy.
+// vaultForSealer starts Vault with a non-exportable Transit key "sealer"
+// and returns it with a token limited to docs/OPERATIONS.md's policy (no
+// export path), and a file holding it.
 func vaultForSealer(t *testing.T) (*testvault.Server, string, string) {
 	t.Helper()
-	v := testvault.Start(t)
-	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
-	if err := v.Client.Sys().PutPolicy("sealer", testvault.SealerPolicy); err != nil {
+	return keysFrom(t, testvault.Start(t), false)
+}
+
+// keysFrom creates the Transit key "sealer" on v, exportable or not, and
+// returns v with a token of the policy its mode needs, and a file holding it.
+func keysFrom(t *testing.T, v *testvault.Server, exportable bool) (*testvault.Server, string, string) {
+	t.Helper()
+	v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": exportable})
+	policy := testvault.SealerPolicy
+	if exportable {
+		policy = testvault.ExportPolicy
+	}
+	token, file := tokenFor(t, v, policy)
+	return v, token, file
+}
+
+// tokenFor returns a renewable token of v limited to policy, and a file
+// holding it.
+func tokenFor(t *testing.T, v *testvault.Server, policy string) (string, string) {
+	t.Helper()
+	name := fmt.Sprintf("sealer-%x", sha256.Sum256([]byte(policy)))[:15] // one policy per text
+	if err := v.Client.Sys().PutPolicy(name, policy); err != nil {
 		t.Fatal(err)
 	}
-	token := v.Write(t, "auth/token/create", map[string]any{"policies": []string{"sealer"}, "ttl": "1h", "renewable": true}).Auth.ClientToken
+	token := v.Write(t, "auth/token/create", map[string]any{"policies": []string{name}, "ttl": "1h", "renewable": true}).Auth.ClientToken
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return v, token, file
+	return token, file
 }
 
-// vaultSecrets returns every credential and every exported key of v, in the
+// vaultSecrets returns every credential of v and every master key its
+// Transit keys give the sealer (derived by HMAC, or exported), in the
 // spellings a careless log line could hold them.
 func vaultSecrets(t *testing.T, v *testvault.Server, tokens ...string) []string {
 	t.Helper()
 	out := append([]string{v.RootToken}, tokens...)
-	keys, _ := v.Read(t, "transit/export/encryption-key/sealer").Data["keys"].(map[string]any)
-	for _, k := range keys {
-		out = append(out, k.(string))
+	names, _ := v.Client.Logical().List("transit/keys")
+	list, _ := names.Data["keys"].([]any)
+	for _, n := range list {
+		name := n.(string)
+		info := v.Read(t, "transit/keys/"+name).Data
+		if exportable, _ := info["exportable"].(bool); exportable {
+			exported, _ := v.Read(t, "transit/export/encryption-key/"+name).Data["keys"].(map[string]any)
+			for _, k := range exported {
+				out = append(out, k.(string))
+			}
+		}
+		versions, _ := info["keys"].(map[string]any)
+		for ver := range versions {
+			h, err := v.Client.Logical().Write("transit/hmac/"+name+"/sha2-256", map[string]any{
+				"input": base64.StdEncoding.EncodeToString([]byte(vault.HMACInput)), "key_version": ver})
+			if err != nil {
+				continue // below min_encryption_version
+			}
+			_, b64, _ := strings.Cut(strings.TrimPrefix(h.Data["hmac"].(string), "vault:v"), ":")
+			out = append(out, b64)
+		}
 	}
 	return out
 }
@@ -120,37 +164,124 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 	}
 }
 
+// keyModes are the ways the end-to-end tests take keys from Transit: a
+// non-exportable key on Vault and on OpenBao (--keys vault-transit, a policy
+// without export), and the exportable mode kept for upgrades.
+var keyModes = []struct {
+	name       string
+	start      func(testing.TB) *testvault.Server
+	exportable bool
+}{
+	{"vault", testvault.Start, false},
+	{"openbao", testvault.StartOpenBao, false},
+	{"vault-exportable", testvault.Start, true},
+}
+
+// transitFlags are the sealer's flags for the key "sealer" of v in a mode.
+func transitFlags(v *testvault.Server, tokenFile string, exportable bool) []string {
+	mode := "vault-transit"
+	if exportable {
+		mode = "vault-transit-exportable"
+	}
+	return []string{"--keys", mode, "--vault-addr", v.Addr, "--vault-token-file", tokenFile, "--vault-transit-key", "sealer"}
+}
+
 // TestVault_R10_RotationAcrossReplicasWithoutAFailedCall: three real
 // sealers on one Transit key serve continuous seals and opens, each state
 // opened by another replica than the one that sealed it, while the key is
 // rotated five times: not one call fails, and all end up sealing with the
-// newest version.
+// newest version. On Vault and OpenBao the key is not exportable and the
+// sealer's policy denies every export path.
 func TestVault_R10_RotationAcrossReplicasWithoutAFailedCall(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
-	v, token, tokenFile := vaultForSealer(t)
-	flags := []string{"--keys", "vault-transit", "--vault-addr", v.Addr, "--vault-token-file", tokenFile,
-		"--vault-transit-key", "sealer", "--key-poll", "250ms", "--key-activation", "2s"}
-	var ps []*proc
-	for range 3 {
-		ps = append(ps, startReady(t, t.TempDir(), flags...))
+	for _, mode := range keyModes {
+		t.Run(mode.name, func(t *testing.T) {
+			v, token, tokenFile := keysFrom(t, mode.start(t), mode.exportable)
+			if !mode.exportable {
+				assertExportDenied(t, v, token)
+			}
+			flags := append(transitFlags(v, tokenFile, mode.exportable), "--key-poll", "250ms", "--key-activation", "2s")
+			var ps []*proc
+			for range 3 {
+				ps = append(ps, startReady(t, t.TempDir(), flags...))
+			}
+			stop := make(chan struct{})
+			wait := load(t, ps, stop)
+			for range 5 {
+				time.Sleep(1500 * time.Millisecond)
+				v.Write(t, "transit/keys/sealer/rotate", nil)
+			}
+			for _, p := range ps {
+				waitFor(t, "sealing with version 6", 15*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_sealing_version"] == 6 })
+			}
+			time.Sleep(500 * time.Millisecond)
+			close(stop)
+			ok, failed, errs := wait()
+			t.Logf("%s: %d seal+open pairs across 5 rotations on 3 replicas, %d failed", mode.name, ok, failed)
+			if failed != 0 || ok == 0 {
+				t.Fatalf("%d failed pairs (%v), %d succeeded; want none failed", failed, errs, ok)
+			}
+			assertNoSecretsInLogs(t, ps, vaultSecrets(t, v, token))
+			if mode.exportable && !strings.Contains(ps[0].logs.String(), "the Transit key is exportable") {
+				t.Error("the exportable mode started without its warning")
+			}
+			if !strings.Contains(ps[0].logs.String(), `"msg":"vault login succeeded"`) {
+				t.Error("no log line says the Vault login succeeded")
+			}
+		})
 	}
-	stop := make(chan struct{})
-	wait := load(t, ps, stop)
-	for range 5 {
-		time.Sleep(1500 * time.Millisecond)
-		v.Write(t, "transit/keys/sealer/rotate", nil)
+}
+
+// assertExportDenied fails unless token is refused every export path of
+// the key "sealer".
+func assertExportDenied(t *testing.T, v *testvault.Server, token string) {
+	t.Helper()
+	c, err := v.Client.Clone()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range ps {
-		waitFor(t, "sealing with version 6", 15*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_sealing_version"] == 6 })
+	c.SetToken(token)
+	for _, path := range []string{"transit/export/encryption-key/sealer", "transit/export/hmac-key/sealer", "transit/backup/sealer"} {
+		if _, err := c.Logical().Read(path); err == nil || !strings.Contains(err.Error(), "403") {
+			t.Fatalf("%s: the sealer's token reads it (%v); want 403", path, err)
+		}
 	}
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	ok, failed, errs := wait()
-	t.Logf("%d seal+open pairs across 5 rotations, %d failed", ok, failed)
-	if failed != 0 || ok == 0 {
-		t.Fatalf("%d failed pairs (%v), %d succeeded; want none failed", failed, errs, ok)
+}
+
+// TestVault_RetiredVersionIsInvalid (Vault and OpenBao, non-exportable): a
+// state sealed under version 1 opens on every replica after rotations, until
+// min_decryption_version passes 1; then it is INVALID_STATE, while a state
+// sealed under version 2 still opens.
+func TestVault_RetiredVersionIsInvalid(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	for _, mode := range keyModes[:2] {
+		t.Run(mode.name, func(t *testing.T) {
+			v, _, tokenFile := keysFrom(t, mode.start(t), false)
+			flags := append(transitFlags(v, tokenFile, false), "--key-poll", "200ms", "--key-activation", "1s")
+			ps := []*proc{startReady(t, t.TempDir(), flags...), startReady(t, t.TempDir(), flags...)}
+			a, b := newGRPC(t, ps[0]), newREST(ps[1])
+			seal := func() string {
+				resp := expectReason(t, a, "seal", sealBody("alice", weatherParams, "x", `,"ttl":"600s"`), "OK")
+				return resp["requestState"].(string)
+			}
+			old := seal()
+			v.Write(t, "transit/keys/sealer/rotate", nil)
+			v.Write(t, "transit/keys/sealer/rotate", nil)
+			for _, p := range ps {
+				waitFor(t, "sealing with version 3", 10*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_sealing_version"] == 3 })
+			}
+			newer := seal()
+			expectReason(t, b, "open", openBody(old, "alice", weatherParams), "OK")
+			v.Write(t, "transit/keys/sealer/config", map[string]any{"min_decryption_version": 2})
+			expectReason(t, b, "open", openBody(old, "alice", weatherParams), "OK") // until the next poll at least: no harm
+			for _, p := range ps {
+				waitFor(t, "version 1 retired", 10*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_versions"] == 2 })
+			}
+			expectReason(t, b, "open", openBody(old, "alice", weatherParams), "INVALID_STATE")
+			expectReason(t, a, "open", openBody(old, "alice", weatherParams), "INVALID_STATE")
+			expectReason(t, b, "open", openBody(newer, "alice", weatherParams), "OK")
+		})
 	}
-	assertNoSecretsInLogs(t, ps, vaultSecrets(t, v, token))
 }
 
 // TestVault_UnreachableThenBack: Vault cut off from the sealer for many poll
@@ -383,7 +514,8 @@ func TestVault_TokenFileReadAgain(t *testing.T) {
 	p := startReady(t, t.TempDir(), "--keys", "vault-transit", "--vault-addr", v.Addr,
 		"--vault-token-file", tokenFile, "--vault-transit-key", "sealer", "--key-poll", "200ms", "--key-activation", "1s")
 	newToken := func() string {
-		return v.Write(t, "auth/token/create", map[string]any{"policies": []string{"sealer"}, "ttl": "1h", "renewable": true}).Auth.ClientToken
+		token, _ := tokenFor(t, v, testvault.SealerPolicy)
+		return token
 	}
 	rotateAndFollow := func(versions float64) {
 		t.Helper()
@@ -421,4 +553,175 @@ func TestVault_TokenFileReadAgain(t *testing.T) {
 		return strings.Contains(httpGet(t, "http://"+p.HTTP+"/metrics"), "\nsealer_vault_login_ok 1\n")
 	})
 	assertNoSecretsInLogs(t, []*proc{p}, vaultSecrets(t, v, first))
+}
+
+// TestVault_MigrationFromExportableKey (Vault and OpenBao): a fleet on an
+// exportable key moves to a new non-exportable key, one replica at a time,
+// as docs/OPERATIONS.md says: states sealed before and during the switch,
+// by either kind of replica, open on every replica, old or new, then after
+// the new key's first version past the old key's seals; then the old
+// versions retire and a replica runs without the old key.
+func TestVault_MigrationFromExportableKey(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	for _, kind := range testvault.Kinds {
+		t.Run(kind.Name, func(t *testing.T) {
+			v := kind.Start(t)
+			v.Write(t, "transit/keys/sealer", map[string]any{"type": "aes256-gcm96", "exportable": true})
+			v.Write(t, "transit/keys/sealer/rotate", nil) // the old key is at version 2
+			token, tokenFile := tokenFor(t, v, testvault.MigrationPolicy)
+			common := []string{"--vault-addr", v.Addr, "--vault-token-file", tokenFile, "--key-poll", "200ms", "--key-activation", "1s"}
+			oldFlags := append([]string{"--keys", "vault-transit-exportable", "--vault-transit-key", "sealer"}, common...)
+			newFlags := append([]string{"--keys", "vault-transit", "--vault-transit-key", "sealer2", "--vault-transit-previous-key", "sealer"}, common...)
+			ps := make([]*proc, 3)
+			for i := range ps {
+				ps[i] = startReady(t, t.TempDir(), oldFlags...)
+				waitFor(t, "sealing with version 2", 10*time.Second, func() bool { return keyMetrics(t, ps[i])["sealer_key_sealing_version"] == 2 })
+			}
+			var inFlight []string
+			refused, opened := 0, 0
+			// round seals states on every replica, then opens every state in
+			// flight on every replica.
+			round := func(step string) {
+				t.Helper()
+				for _, p := range ps {
+					for i := range 5 {
+						resp, reason := newGRPC(t, p).call(t, "seal", sealBody("alice", weatherParams, fmt.Sprint(step, i), `,"ttl":"600s"`))
+						if reason != "OK" {
+							t.Fatalf("%s: seal refused: %s", step, reason)
+						}
+						inFlight = append(inFlight, resp["requestState"].(string))
+					}
+				}
+				for _, p := range ps {
+					a := newREST(p)
+					for _, st := range inFlight {
+						if _, reason := a.call(t, "open", openBody(st, "alice", weatherParams)); reason != "OK" {
+							refused++
+							t.Errorf("%s: a state in flight refused: %s", step, reason)
+						}
+						opened++
+					}
+				}
+			}
+			round("before the switch")
+			v.Write(t, "transit/keys/sealer2", map[string]any{"type": "aes256-gcm96"})
+			for i := range ps {
+				if err := ps[i].stop(t, syscall.SIGTERM); err != nil {
+					t.Fatalf("replica %d stopped with %v", i, err)
+				}
+				ps[i] = startReady(t, t.TempDir(), newFlags...)
+				round(fmt.Sprintf("replica %d switched", i))
+			}
+			// The new key passes the old one: version 3 seals once active.
+			v.Write(t, "transit/keys/sealer2/rotate", nil)
+			v.Write(t, "transit/keys/sealer2/rotate", nil)
+			for _, p := range ps {
+				waitFor(t, "sealing with the new key's version 3", 10*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_sealing_version"] == 3 })
+			}
+			round("new key sealing")
+			t.Logf("%s: %d opens of states in flight across the switch, %d refused", kind.Name, opened, refused)
+
+			// The end: the old versions retire, and a replica drops the old key.
+			v.Write(t, "transit/keys/sealer2/config", map[string]any{"min_decryption_version": 3})
+			for _, p := range ps {
+				waitFor(t, "old versions retired", 10*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_versions"] == 1 })
+			}
+			last := expectReason(t, newGRPC(t, ps[1]), "seal", sealBody("alice", weatherParams, "x", ""), "OK")["requestState"].(string)
+			ps[0].stop(t, syscall.SIGTERM)
+			ps[0] = startReady(t, t.TempDir(), append([]string{"--keys", "vault-transit", "--vault-transit-key", "sealer2"}, common...)...)
+			expectReason(t, newREST(ps[0]), "open", openBody(last, "alice", weatherParams), "OK")
+			assertNoSecretsInLogs(t, ps[1:], vaultSecrets(t, v, token))
+		})
+	}
+}
+
+// TestVault_StoppedForAMinute (Vault and OpenBao, non-exportable): the key
+// server stopped (SIGSTOP: connections hang) for a minute under load costs
+// warm replicas not one failed seal or open; the refresh errors show in the
+// metrics, and a rotation made after it is followed.
+func TestVault_StoppedForAMinute(t *testing.T) {
+	testenv.Lane(t, testenv.LaneFailover)
+	for _, mode := range keyModes[:2] {
+		t.Run(mode.name, func(t *testing.T) {
+			v, _, tokenFile := keysFrom(t, mode.start(t), false)
+			flags := append(transitFlags(v, tokenFile, false), "--key-poll", "1s", "--key-activation", "2s")
+			ps := []*proc{startReady(t, t.TempDir(), flags...), startReady(t, t.TempDir(), flags...)}
+			stop := make(chan struct{})
+			wait := load(t, ps, stop)
+			time.Sleep(2 * time.Second)
+			if err := v.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Minute)
+			m := keyMetrics(t, ps[0])
+			if err := v.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if m["sealer_key_refresh_errors_total"] == 0 || refreshAge(m) < 30 {
+				t.Errorf("with %s stopped: metrics %v; want refresh errors and a stale age", mode.name, m)
+			}
+			v.Write(t, "transit/keys/sealer/rotate", nil)
+			for _, p := range ps {
+				waitFor(t, "the rotation after the outage", 30*time.Second, func() bool { return keyMetrics(t, p)["sealer_key_sealing_version"] == 2 })
+			}
+			close(stop)
+			ok, failed, errs := wait()
+			t.Logf("%s stopped for 1m: %d seal+open pairs on 2 warm replicas, %d failed", mode.name, ok, failed)
+			if failed != 0 || ok == 0 {
+				t.Fatalf("%d failed pairs (%v), %d succeeded; want none failed", failed, errs, ok)
+			}
+		})
+	}
+}
+
+// TestVault_CheckConfig (Vault and OpenBao): `sealer check-config` tells
+// whether the Transit key is exportable, whether its type is one the sealer
+// takes, and whether the token may do more with the key than the mode
+// needs; a key the mode cannot serve from is refused (exit 1).
+func TestVault_CheckConfig(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	for _, kind := range testvault.Kinds {
+		t.Run(kind.Name, func(t *testing.T) {
+			v, _, minimal := keysFrom(t, kind.Start(t), false)
+			_, broad := tokenFor(t, v, testvault.SealerPolicy+testvault.ExportPolicy)
+			root := filepath.Join(t.TempDir(), "root")
+			writeFile(t, root, v.RootToken)
+			v.Write(t, "transit/keys/exported", map[string]any{"type": "aes256-gcm96", "exportable": true})
+			v.Write(t, "transit/keys/rsa", map[string]any{"type": "rsa-2048"})
+			check := func(tokenFile string, flags ...string) (string, error) {
+				args := append([]string{"check-config", "--data-dir", t.TempDir(), "--vault-addr", v.Addr, "--vault-token-file", tokenFile}, flags...)
+				out, err := exec.Command(binary, args...).CombinedOutput()
+				return string(out), err
+			}
+			for _, tc := range []struct {
+				name, token string
+				flags       []string
+				fails       bool
+				want        []string
+			}{
+				{"non-exportable key, minimal policy", minimal, []string{"--keys", "vault-transit", "--vault-transit-key", "sealer"}, false,
+					[]string{"ok: transit key sealer (aes256-gcm96) is not exportable", "ok: the token may do no more", "configuration ok"}},
+				{"policy that grants export", broad, []string{"--keys", "vault-transit", "--vault-transit-key", "sealer"}, false,
+					[]string{"warning: the token's policy grants read on transit/export/encryption-key/sealer, which --keys vault-transit does not need"}},
+				{"exportable key in the default mode", root, []string{"--keys", "vault-transit", "--vault-transit-key", "exported"}, true,
+					[]string{"transit key exported is exportable"}},
+				{"exportable mode, root token", root, []string{"--keys", "vault-transit-exportable", "--vault-transit-key", "exported"}, false,
+					[]string{"warning: transit key exported is exportable", "warning: the token is a root token"}},
+				{"unsupported type", root, []string{"--keys", "vault-transit", "--vault-transit-key", "rsa"}, true,
+					[]string{`has type "rsa-2048"`}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					out, err := check(tc.token, tc.flags...)
+					if (err != nil) != tc.fails {
+						t.Fatalf("check-config: %v, want failure %v:\n%s", err, tc.fails, out)
+					}
+					for _, w := range tc.want {
+						if !strings.Contains(out, w) {
+							t.Errorf("output lacks %q:\n%s", w, out)
+						}
+					}
+				})
+			}
+		})
+	}
 }
