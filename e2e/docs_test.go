@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -19,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mcp-sealer/sealer/internal/testenv"
+	"github.com/mcp-sealer/sealer/internal/testredis"
 )
 
 // The documentation a user reads: the README, the pages under docs/ and the
@@ -414,3 +420,232 @@ func like(want, got any, path string) error {
 }
 
 func compact(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// docMetric is a metric name as the pages write it.
+var docMetric = regexp.MustCompile(`\bsealer_[a-z0-9_]*[a-z0-9]`)
+
+// docBullet returns the top-level bullet of page that starts with
+// "- **title", up to the next top-level bullet or heading.
+func docBullet(t *testing.T, page, title string) string {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("..", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(string(text), "\n") {
+		top := strings.HasPrefix(line, "- ") || strings.HasPrefix(line, "#")
+		switch {
+		case strings.HasPrefix(line, "- **"+title):
+			in = true
+		case in && top:
+			return strings.Join(out, "\n")
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	if !in {
+		t.Fatalf("%s: no bullet %q", page, title)
+	}
+	return strings.Join(out, "\n")
+}
+
+// codeMetrics returns the metric names the Go code under dirs registers:
+// every string literal of its non-test files that is a metric name.
+func codeMetrics(t *testing.T, dirs ...string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	lit := regexp.MustCompile(`^"(sealer_[a-z0-9_]+)"$`)
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join("..", dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if b, ok := n.(*ast.BasicLit); ok && b.Kind == token.STRING {
+					if m := lit.FindStringSubmatch(b.Value); m != nil {
+						names[m[1]] = true
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
+}
+
+// TestDocs_MetricsAsRegistered: the Metrics list of docs/OPERATIONS.md is
+// the set of metrics the sealer registers, no more and no fewer; every
+// metric named anywhere in docs/OPERATIONS.md and docs/RUNBOOK.md exists;
+// and what a running sealer with a Redis ledger exposes is among them (so
+// the source scan misses none).
+func TestDocs_MetricsAsRegistered(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	registered := codeMetrics(t, "server", "keys", "ledger")
+	proxied := codeMetrics(t, "proxy")
+	documented := map[string]bool{}
+	for _, name := range docMetric.FindAllString(docBullet(t, "docs/OPERATIONS.md", "Metrics."), -1) {
+		documented[name] = true
+	}
+	for name := range registered {
+		if !documented[name] {
+			t.Errorf("%s is registered but missing from docs/OPERATIONS.md, Metrics", name)
+		}
+	}
+	for name := range documented {
+		if !registered[name] {
+			t.Errorf("docs/OPERATIONS.md, Metrics lists %s, which the sealer does not register", name)
+		}
+	}
+	for _, page := range []string{"docs/OPERATIONS.md", "docs/RUNBOOK.md"} {
+		text, err := os.ReadFile(filepath.Join("..", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range docMetric.FindAllString(string(text), -1) {
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(name, suffix); ok && registered[b] {
+					base = b
+				}
+			}
+			if !registered[base] && !proxied[base] {
+				t.Errorf("%s names %s, which neither the sealer nor the proxy registers", page, name)
+			}
+		}
+	}
+
+	srv := testredis.Start(t, false)
+	p := start(t, t.TempDir(), "--ledger", srv.URL())
+	resp, err := http.Get("http://" + p.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	exposed := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[1] == "TYPE" && strings.HasPrefix(f[2], "sealer_") {
+			exposed++
+			if !registered[f[2]] {
+				t.Errorf("the sealer exposes %s, which the source scan did not find", f[2])
+			}
+		}
+	}
+	if exposed == 0 {
+		t.Fatalf("no sealer_ metric exposed:\n%s", body)
+	}
+}
+
+// TestDocs_RedisKeysAsWritten: the Redis keys docs/OPERATIONS.md names are
+// the ones the ledger writes: a one-time open's key, read back from a real
+// Redis, and a flow's (flowKey, which TestRedisHA_Flows holds to Redis).
+func TestDocs_RedisKeysAsWritten(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	text, err := os.ReadFile(filepath.Join("..", "docs/OPERATIONS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	placeholder := regexp.MustCompile(`<[^>]+>`)
+	patterns := map[string]*regexp.Regexp{}
+	for _, m := range regexp.MustCompile("`(sealer:v1:(consumed|flow):[^`*]*)`").FindAllStringSubmatch(string(text), -1) {
+		if !strings.Contains(m[1], "<") {
+			continue // an example, not the form
+		}
+		quoted := placeholder.ReplaceAllStringFunc(m[1], func(string) string { return "\x00" })
+		quoted = strings.ReplaceAll(regexp.QuoteMeta(quoted), "\x00", `[^:]+`)
+		patterns[m[1]] = regexp.MustCompile("^" + quoted + "$")
+	}
+	if len(patterns) < 2 {
+		t.Fatalf("docs/OPERATIONS.md names %d Redis keys, want the consumed and the flow key", len(patterns))
+	}
+
+	srv := testredis.Start(t, false)
+	p := start(t, t.TempDir(), "--ledger", srv.URL())
+	a := newGRPC(t, p)
+	state := mustSeal(t, a, sealBody("alice", weatherParams, "once", `,"oneTime":true`))
+	expectReason(t, a, "open", openBody(state, "alice", weatherParams), "OK")
+	written, err := srv.Client(t).Keys(context.Background(), "sealer:v1:*").Result()
+	if err != nil || len(written) == 0 { // the state's, and readiness's probe
+		t.Fatalf("keys in Redis: %v, %v; want the consumed state's", written, err)
+	}
+	written = append(written, flowKey(t, "default", base64.StdEncoding.EncodeToString(make([]byte, 16))))
+	for _, key := range written {
+		kind := strings.Split(key, ":")[2]
+		found := false
+		for doc, re := range patterns {
+			if strings.HasPrefix(doc, "sealer:v1:"+kind+":") {
+				found = true
+				if !re.MatchString(key) {
+					t.Errorf("docs/OPERATIONS.md writes %s; the ledger writes %s", doc, key)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("docs/OPERATIONS.md names no %s key", kind)
+		}
+	}
+}
+
+// TestDocs_TLSAsWritten runs the openssl commands of docs/TLS.md as written
+// (every ```sh block that makes or checks a certificate), serves a sealer
+// with the serving pair and the page's tenants file, and calls it with the
+// client certificate the page makes: the sealer answers, verified by the
+// page's CA, for the tenant the page names. The private keys are born
+// private (the page's umask): the sealer accepts them as they are.
+func TestDocs_TLSAsWritten(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	for _, tool := range []string{"bash", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Missing(t, "%s, which docs/TLS.md uses, is not installed", tool)
+		}
+	}
+	var script strings.Builder
+	var tenants string
+	for _, b := range blocks(t) {
+		switch {
+		case b.page != "docs/TLS.md":
+		case b.info == "yaml":
+			tenants = b.text
+		case b.info == "sh" && !strings.Contains(b.text, "curl") && !strings.Contains(b.text, "sealer check-config"):
+			script.WriteString(b.text)
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script.String())
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docs/TLS.md's commands: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tenants.yaml"), []byte(tenants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := func(name string) string { return filepath.Join(dir, name) }
+	p := start(t, t.TempDir(), "--tls-cert", in("tls.pem"), "--tls-key", in("tls-key.pem"),
+		"--tls-client-ca", in("ca.pem"), "--tenants", in("tenants.yaml"))
+	roots := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(in("ca.pem"))
+	roots.AppendCertsFromPEM(caPEM)
+	client, err := tls.LoadX509KeyPair(in("weather.pem"), in("weather-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(p.HTTP, ":")
+	a := restAPI{base: "https://localhost:" + port, client: &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}}}}}
+	mustSeal(t, a, sealBody("alice", weatherParams, "x", ""))
+	if !strings.Contains(p.logs.String(), `"tenant":"weather-team"`) {
+		t.Errorf("no call logged for the tenant weather-team:\n%s", p.logs)
+	}
+}
