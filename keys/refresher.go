@@ -140,10 +140,10 @@ func (r *Refresher) logFailure(err error) {
 	}
 	ring := r.ring.Load()
 	if ring == nil {
-		r.log.Error("key load failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds", "cause", err.Error())
+		r.log.Error("key refresh failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds", "cause", err.Error())
 		return
 	}
-	r.log.Warn("key load failed; serving with the last good keys", "versions", ring.Versions(), "sealing", ring.SealingVersion(),
+	r.log.Warn("key refresh failed; serving with the last good keys", "versions", ring.Versions(), "sealing", ring.SealingVersion(),
 		"loaded_at", r.LastGood().UTC().Format(time.RFC3339), "cause", err.Error())
 }
 

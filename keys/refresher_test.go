@@ -210,13 +210,13 @@ func TestRefresher_LogsRingChanges(t *testing.T) {
 		want   []string   // the lines logged, in order
 		absent string
 	}{
-		{"never loaded, source down", nil, []string{`level=ERROR msg="key load failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds"`}, "last good"},
+		{"never loaded, source down", nil, []string{`level=ERROR msg="key refresh failed; no keys loaded yet: seals and opens fail (KEYS_UNAVAILABLE) until one succeeds"`}, "last good"},
 		{"first ring", ring(1, 1), []string{`msg="key version loaded" version=1`, `msg="key version activated: it seals from now on" version=1 previous=0`}, ""},
 		{"same ring again", ring(1, 1), nil, ""},
 		{"a new version, not yet sealing", ring(1, 1, 2), []string{`msg="key version loaded" version=2`}, ""},
 		{"the new version activated", ring(2, 1, 2), []string{`msg="key version activated: it seals from now on" version=2 previous=1`}, ""},
 		{"the old version retired", ring(2, 2), []string{`msg="key version retired: states sealed with it no longer open" version=1`}, ""},
-		{"source down after", nil, []string{`level=WARN msg="key load failed; serving with the last good keys" versions=[2] sealing=2`}, ""},
+		{"source down after", nil, []string{`level=WARN msg="key refresh failed; serving with the last good keys" versions=[2] sealing=2`}, ""},
 	} {
 		buf.Reset()
 		src.broken.Store(step.ring == nil)
