@@ -2,6 +2,9 @@ package vault_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -280,4 +283,38 @@ func TestTransit_SurprisingAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestTransit_DerivationAsFORMAT (Vault and OpenBao): master key version N
+// is HMAC-SHA256 of HMACInput under the key's HMAC key of version N, as
+// FORMAT.md states it. Checked on an exportable key, whose HMAC key can be
+// exported and the HMAC computed here.
+func TestTransit_DerivationAsFORMAT(t *testing.T) {
+	if vault.HMACInput != "mcp-sealer/v1 master key" {
+		t.Fatalf("HMACInput %q differs from FORMAT.md's", vault.HMACInput)
+	}
+	for _, kind := range testvault.Kinds {
+		t.Run(kind.Name, func(t *testing.T) {
+			v := kind.Start(t)
+			v.Write(t, "transit/keys/x", map[string]any{"type": "aes256-gcm96", "exportable": true})
+			v.Write(t, "transit/keys/x/rotate", nil)
+			exported, _ := v.Read(t, "transit/export/hmac-key/x").Data["keys"].(map[string]any)
+			for ver, k := range exported {
+				key, err := base64.StdEncoding.DecodeString(k.(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := hmac.New(sha256.New, key)
+				m.Write([]byte(vault.HMACInput))
+				want := fmt.Sprintf("vault:v%s:%s", ver, base64.StdEncoding.EncodeToString(m.Sum(nil)))
+				got := v.Write(t, "transit/hmac/x/sha2-256", map[string]any{"input": "bWNwLXNlYWxlci92MSBtYXN0ZXIga2V5", "key_version": ver}).Data["hmac"]
+				if got != want {
+					t.Errorf("version %s: %s answers %v, FORMAT.md gives %s", ver, kind.Name, got, want)
+				}
+			}
+			if len(exported) != 2 {
+				t.Fatalf("exported %d HMAC keys, want 2", len(exported))
+			}
+		})
+	}
 }
