@@ -93,8 +93,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (eq $v.vault.auth "kubernetes") (not $v.vault.kubernetes.role) -}}
 {{- fail "vault.auth=kubernetes needs vault.kubernetes.role" -}}
 {{- end -}}
-{{- if and (eq $v.keys.source "vault-transit") (not $v.vault.transit.key) -}}
-{{- fail "keys.source=vault-transit needs vault.transit.key" -}}
+{{- if and (hasPrefix "vault-transit" $v.keys.source) (not $v.vault.transit.key) -}}
+{{- fail (printf "keys.source=%s needs vault.transit.key" $v.keys.source) -}}
+{{- end -}}
+{{- if and $v.vault.transit.previousKey (ne $v.keys.source "vault-transit") -}}
+{{- fail "vault.transit.previousKey is for keys.source=vault-transit only: the move from an exportable key" -}}
 {{- end -}}
 {{- if and (eq $v.keys.source "vault-kv") (not $v.vault.kv.path) -}}
 {{- fail "keys.source=vault-kv needs vault.kv.path" -}}
