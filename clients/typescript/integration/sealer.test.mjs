@@ -217,6 +217,10 @@ for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_TLS_GRPC"], 
     await refusedWith(nobody.seal({ principal: "x", request: weather("Paris") }), Reason.UNAUTHENTICATED, { rejected: false });
     await refusedWith(wrong.seal({ principal: "x", request: weather("Paris") }), Reason.UNAUTHENTICATED, { rejected: false });
     // The system's roots do not trust the test CA: the handshake fails.
-    await assert.rejects(untrusted.seal({ principal: "x", request: weather("Paris") }), (err) => err instanceof SealerError && err.reason === Reason.UNSPECIFIED);
+    // Issue 42: a TLS failure says so, and is never retried.
+    await assert.rejects(
+      untrusted.seal({ principal: "x", request: weather("Paris") }),
+      (err) => err instanceof SealerError && err.reason === Reason.UNSPECIFIED && err.failure === "tls" && !err.retryable && err.misconfigured,
+    );
   });
 }

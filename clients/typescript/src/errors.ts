@@ -25,10 +25,38 @@ const transient = new Set<Reason>([
 ]);
 
 /**
+ * What went wrong on the way to the sealer, for an error without a reason
+ * from it (UNSPECIFIED): what a log line says instead of UNSPECIFIED.
+ * "unreachable" and "deadline" may pass; "tls" (a certificate, a CA, a
+ * name, plaintext to a TLS port), "not_the_sealer" (another service
+ * answered) and "http_status" below 500 never do.
+ */
+export type Failure = "unreachable" | "deadline" | "tls" | "not_the_sealer" | "http_status";
+
+// How Node (undici, tls) and grpc words a failed handshake.
+const tlsMarkers = /\b(ssl|tls|certificate|cert_|self[-_ ]signed|handshake|wrong_version_number|unable_to_verify|altname)/i;
+
+function chainText(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, i = 0; e && i < 8; i++) {
+    if (e instanceof Error) {
+      parts.push(e.message, String((e as { code?: unknown }).code ?? ""));
+      e = e.cause;
+    } else {
+      parts.push(String(e));
+      break;
+    }
+  }
+  return parts.join(" ");
+}
+
+/**
  * An error of the sealer or of the way to it. `reason` is the sealer's
  * (REASON_UNSPECIFIED when the sealer gave none: a network failure, a
- * deadline, a reply that is not the sealer's). The message never holds the
- * state, the payload or the principal.
+ * deadline, a reply that is not the sealer's; then `failure` says which).
+ * Every error is exactly one of `rejected`, `unavailable` and
+ * `misconfigured`. The message never holds the state, the payload or the
+ * principal.
  */
 export class SealerError extends Error {
   override name = "SealerError";
@@ -48,6 +76,25 @@ export class SealerError extends Error {
     return Reason[this.reason] ?? "UNSPECIFIED";
   }
 
+  /** For an error without a reason: what went wrong on the way (undefined when the sealer gave a reason). */
+  get failure(): Failure | undefined {
+    if (this.reason !== Reason.UNSPECIFIED) return undefined;
+    const text = `${this.message} ${chainText(this.cause)}`;
+    if (tlsMarkers.test(text)) return "tls";
+    const c = this.code;
+    if (c !== undefined && c >= 100) return /not the sealer's|too large/.test(this.message) ? "not_the_sealer" : "http_status";
+    if (c === 4 || /deadline/.test(this.message)) return "deadline"; // Code.DeadlineExceeded
+    if (c === 14 || c === 1 || /unreachable/.test(this.message)) return "unreachable"; // Code.Unavailable, Code.Canceled
+    return "not_the_sealer";
+  }
+
+  /** The reason's name, or for an error without one its failure: what a log line says. */
+  get why(): string {
+    const f = this.failure;
+    if (f === undefined) return this.reasonName;
+    return f === "http_status" ? `HTTP ${this.code}` : f;
+  }
+
   /**
    * The state is refused: not authentic, expired, another principal's or
    * request's, already consumed, answered with other input keys than its
@@ -60,11 +107,25 @@ export class SealerError extends Error {
 
   /**
    * The same call may succeed later: the ledger or the key source could not
-   * answer, a limit was hit, or the sealer could not be reached in time. A
-   * one-time state is not consumed by an open that failed so.
+   * answer, a limit was hit, the sealer could not be reached or did not
+   * answer in time, or a proxy before it answered 502, 503 or 504. Never a
+   * TLS failure nor another 4xx. A one-time state is not consumed by an
+   * open that failed so.
    */
   get retryable(): boolean {
-    return transient.has(this.reason) || this.reason === Reason.UNSPECIFIED;
+    if (transient.has(this.reason)) return true;
+    const f = this.failure;
+    return f === "unreachable" || f === "deadline" || (f === "http_status" && [502, 503, 504].includes(this.code ?? 0));
+  }
+
+  /** The sealer could not answer: unreachable, late, its ledger or keys down, a limit hit, its own internal error. */
+  get unavailable(): boolean {
+    return this.retryable || this.reason === Reason.INTERNAL || (this.failure === "http_status" && (this.code ?? 0) >= 500);
+  }
+
+  /** Neither refused nor unavailable: credentials refused, TLS, an address that is not the sealer's, a call it finds invalid. */
+  get misconfigured(): boolean {
+    return !this.rejected && !this.unavailable;
   }
 }
 

@@ -127,8 +127,44 @@ export interface SealedRequestStateOptions {
    * timed out may have, and its retry then fails closed (ALREADY_CONSUMED).
    */
   retry?: { attempts?: number; backoffMs?: number };
-  /** The deadline of each call to the sealer (default: the client's). */
-  timeoutMs?: number;
+  /**
+   * The bound on each seal and each open, every attempt and backoff
+   * included (default 5000 ms): the most a hung sealer adds to a request.
+   */
+  deadlineMs?: number;
+  /**
+   * Called with every failed seal and open (the SealerError, with its
+   * reason or failure; what the operation was; the MCP method), before the
+   * failure reaches the SDK. Default: one console.error line with the
+   * sealer's reason (never the state, the payload or the principal). The
+   * SDK's own onerror never sees a mint's failure (it becomes the tool's
+   * isError result), hence this hook.
+   */
+  onError?: (err: SealerError, info: { op: "seal" | "open"; method: string }) => void;
+}
+
+/**
+ * What the MCP client sees when a seal fails (the message of the error
+ * mint throws, which McpServer turns into the tool's isError text): never
+ * the sealer's address, message or credentials. The SealerError is its
+ * cause, and went to onError.
+ */
+export const SEALER_UNAVAILABLE = "requestState sealer unavailable";
+/** See SEALER_UNAVAILABLE: the way to the sealer is wrong (credentials, TLS, address). */
+export const SEALER_MISCONFIGURED = "requestState sealer misconfigured";
+
+/** The error mint throws for a sealer failure: a bare message, the SealerError as cause. */
+export class SealFailed extends Error {
+  override name = "SealFailed";
+  constructor(readonly sealerError: SealerError) {
+    super(sealerError.unavailable ? SEALER_UNAVAILABLE : SEALER_MISCONFIGURED, { cause: sealerError });
+  }
+}
+
+/** The default onError: one line on the server's console. */
+export function logSealerError(err: SealerError, info: { op: "seal" | "open"; method: string }): void {
+  const kind = err.rejected ? "refused" : err.unavailable ? "sealer unavailable" : "sealer misconfigured";
+  console.error(`mcp-sealer: requestState ${info.op} failed on ${info.method}: ${kind}: ${err.why} (${err.message})`);
 }
 
 /** Per mint: overrides of the codec's options, and the input keys the round asks. */
@@ -201,15 +237,31 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
   const opened = new WeakMap<Request, Opened>();
   const attempts = Math.max(1, opts.retry?.attempts ?? 3);
   const backoff = opts.retry?.backoffMs ?? 50;
-  const call = opts.timeoutMs === undefined ? undefined : { timeoutMs: opts.timeoutMs };
-  const retrying = async <R>(f: () => Promise<R>): Promise<R> => {
+  const deadlineMs = opts.deadlineMs ?? 5000;
+  if (!(deadlineMs > 0)) throw new TypeError("sealedRequestState: deadlineMs must be positive");
+  const onError = opts.onError ?? logSealerError;
+  // Each attempt gets what is left of one deadline for the whole operation.
+  const retrying = async <R>(f: (call: { timeoutMs: number }) => Promise<R>): Promise<R> => {
+    const end = Date.now() + deadlineMs;
     for (let i = 1; ; i++) {
+      const left = end - Date.now();
+      if (left <= 0) throw new SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded");
       try {
-        return await f();
+        return await f({ timeoutMs: left });
       } catch (err) {
         if (!(err instanceof SealerError) || !err.retryable || i >= attempts) throw err;
-        await new Promise((r) => setTimeout(r, backoff * 2 ** (i - 1)));
+        const pause = Math.min(backoff * 2 ** (i - 1), end - Date.now());
+        if (pause <= 0) throw err;
+        await new Promise((r) => setTimeout(r, pause));
       }
+    }
+  };
+  const report = (err: unknown, op: "seal" | "open", method: string): void => {
+    if (!(err instanceof SealerError)) return;
+    try {
+      onError(err, { op, method });
+    } catch {
+      // a hook that throws changes nothing of the answer
     }
   };
   const who = (ctx: ServerContext): string => {
@@ -239,19 +291,28 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       if (mo?.asked !== undefined && asked === undefined) throw new TypeError("sealedRequestState.mint: asked must be the inputRequests or their keys");
       flow = { continues: prev?.flow ? prev.requestState : "", latestOnly, ...(asked !== undefined && { asked }) };
     }
-    const sealed = await retrying(() =>
-      opts.sealer.seal(
-        {
-          principal,
-          request,
-          payload: new TextEncoder().encode(JSON.stringify(payload ?? null)),
-          ...(ttl !== undefined && { ttlMs: Math.round(ttl * 1000) }),
-          oneTime: mo?.oneTime ?? opts.oneTime ?? false,
-          ...(flow && { flow }),
-        },
-        call,
-      ),
-    );
+    let sealed;
+    try {
+      sealed = await retrying((call) =>
+        opts.sealer.seal(
+          {
+            principal,
+            request,
+            payload: new TextEncoder().encode(JSON.stringify(payload ?? null)),
+            ...(ttl !== undefined && { ttlMs: Math.round(ttl * 1000) }),
+            oneTime: mo?.oneTime ?? opts.oneTime ?? false,
+            ...(flow && { flow }),
+          },
+          call,
+        ),
+      );
+    } catch (err) {
+      report(err, "seal", ctx.mcpReq.method);
+      // A flow past its deadline or out of rounds is the client's to start
+      // over; any other failure reaches the client as a bare message.
+      if (err instanceof SealerError && !err.rejected) throw new SealFailed(err);
+      throw err;
+    }
     return sealed.requestState;
   };
   return {
@@ -264,9 +325,17 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       const request = requestOf(ctx);
       const responded = inputKeys(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined);
       const principal = who(ctx);
-      const o = await retrying(() =>
-        opts.sealer.open({ requestState: state, principal, request, ...(responded !== undefined && { responded }) }, call),
-      );
+      let o: Opened;
+      try {
+        o = await retrying((call) =>
+          opts.sealer.open({ requestState: state, principal, request, ...(responded !== undefined && { responded }) }, call),
+        );
+      } catch (err) {
+        // The SDK answers any throw here -32602 "Invalid or expired
+        // requestState", its message frozen: the reason goes to onError.
+        report(err, "open", ctx.mcpReq.method);
+        throw err;
+      }
       let payload: T;
       try {
         payload = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(o.payload)) as T;
