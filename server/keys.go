@@ -121,6 +121,7 @@ func openKeys(ctx context.Context, cfg Config, log *slog.Logger, tr *tracing) (*
 		return nil, err
 	}
 	ks := &keySource{name: cfg.Keys, Refresher: keys.NewRefresher(tr.keys(o.src), cfg.KeyPoll, o.report), login: o.login}
+	ks.SetLog(log) // versions loaded, activated, retired, and failed loads
 	if cfg.Keys == "file" {
 		if err := ks.Refresh(ctx); err != nil {
 			return nil, err
@@ -147,8 +148,7 @@ func openKeyFile(_ context.Context, cfg Config, log *slog.Logger) (openedSource,
 	if err != nil {
 		return openedSource{}, err
 	}
-	return openedSource{src: keys.File{Path: path, Activation: cfg.activation()},
-		report: func(err error) { log.Warn("key refresh failed", "cause", err.Error()) }}, nil
+	return openedSource{src: keys.File{Path: path, Activation: cfg.activation()}}, nil
 }
 
 // openVault opens a Vault source (Transit or KV v2) with the login that
@@ -174,8 +174,7 @@ func openVault(ctx context.Context, cfg Config, log *slog.Logger) (openedSource,
 	default:
 		src = &vault.KV{Client: client, Mount: v.KVMount, Path: v.KVPath, Activation: cfg.activation()}
 	}
-	report := func(err error) {
-		log.Warn("key refresh failed; serving with the last good keys", "cause", err.Error())
+	report := func(err error) { // the refresher logs the failure
 		if errors.Is(err, vault.ErrDenied) {
 			login.Relogin()
 		}
