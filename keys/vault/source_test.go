@@ -3,6 +3,7 @@ package vault_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -164,9 +165,14 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var reports []string
-	login := &vault.Login{Client: client, Method: method, Retry: 100 * time.Millisecond,
-		Report: func(err error) { mu.Lock(); reports = append(reports, err.Error()); mu.Unlock() }}
+	var reports, infos []string
+	login := &vault.Login{Client: client, Method: method, Retry: 100 * time.Millisecond, Name: "approle",
+		Report: func(err error) { mu.Lock(); reports = append(reports, err.Error()); mu.Unlock() },
+		Info: func(msg string, args ...any) {
+			mu.Lock()
+			infos = append(infos, fmt.Sprint(append([]any{msg}, args...)...))
+			mu.Unlock()
+		}}
 	first, err := login.Login(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +215,21 @@ func TestVaultLogin_AppRoleRenewsAndRecoversFromRevocation(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, r := range reports {
+	logins, renewals := 0, 0
+	for _, line := range infos {
+		switch {
+		case strings.HasPrefix(line, "vault login succeeded"):
+			logins++
+		case strings.HasPrefix(line, "vault token renewed"):
+			renewals++
+		}
+	}
+	// Two logins (the first, and after the revocation); the first token was
+	// renewed several times in 4.5s of a 3s TTL, and logged once.
+	if logins != 2 || renewals < 1 || renewals > 2 {
+		t.Errorf("info lines %q: %d logins and %d renewals logged, want 2 and 1 or 2 (the first renewal of each token)", infos, logins, renewals)
+	}
+	for _, r := range append(reports, infos...) {
 		for _, secret := range []string{firstToken, client.Token(), secretID, roleID} {
 			if strings.Contains(r, secret) {
 				t.Errorf("report %q holds a credential", r)
