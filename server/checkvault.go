@@ -43,8 +43,11 @@ func checkVault(ctx context.Context, cfg Config, client *vaultapi.Client) error 
 	warn, ok := checkNotes(ctx)
 	mount, name := cmp.Or(cfg.Vault.TransitMount, "transit"), cfg.Vault.TransitKey
 	secret, err := client.Logical().ReadWithContext(ctx, mount+"/keys/"+name)
-	if err != nil || secret == nil || secret.Data == nil {
-		return fmt.Errorf("vault: transit key %s: cannot read its policy: %v", name, err)
+	if err != nil {
+		return fmt.Errorf("vault: transit key %s: cannot read it: %v", name, err)
+	}
+	if secret == nil || secret.Data == nil {
+		return fmt.Errorf("vault: transit key %s: no such key on mount %s", name, mount)
 	}
 	typ, _ := secret.Data["type"].(string)
 	exportable, _ := secret.Data["exportable"].(bool)
