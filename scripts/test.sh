@@ -122,6 +122,7 @@ python_checks() {
 python_integration() {
   (cd clients/python && "$SEALER_TEST_PYTHON" -m pytest -p no:cacheprovider tests/integration)
   python_package
+  scripts/packages-test.sh # the sealer as wheel and npm package, installed without Go
 }
 
 # python_package builds the wheel and the sdist of clients/python (python -m

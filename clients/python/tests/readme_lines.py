@@ -7,6 +7,10 @@ real sealer; the SDK's client then drives two rounds of its ``book`` tool and
 checks that the state opens for no other arguments.
 
     python readme_lines.py SEALER_BINARY [README ...]
+    python readme_lines.py --wheel [README ...]
+
+With ``--wheel`` the sealer is the one the mcp-sealer-bin wheel installed
+(``mcp_sealer_bin.start()``): no Go, no source tree but the READMEs.
 
 The test command runs it in a fresh environment where only the wheel is
 installed (scripts/test.sh, python_package), and the integration tests
@@ -105,20 +109,25 @@ def run_snippet(code: str, grpc_addr: str, http_addr: str, python: str = sys.exe
 
 
 def main(sealer_binary: str, readmes: list[str]) -> None:
-    sys.path.insert(0, str(Path(__file__).parent / "integration"))
-    os.environ["SEALER_TEST_SEALER"] = sealer_binary
-    from harness import start_sealer
-
     found = [(r, code) for r in (readmes or [str(p) for p in READMES]) for code in snippets(Path(r))]
     assert found, "no README snippet marked to run"
-    with tempfile.TemporaryDirectory() as d:
-        s = start_sealer(d)
-        try:
-            for readme, code in found:
-                run_snippet(code, s.grpc, s.http)
-                print(f"{Path(readme).relative_to(ROOT)}: a snippet ran as written, two rounds complete")
-        finally:
-            s.stop()
+    if sealer_binary == "--wheel":
+        from mcp_sealer_bin import start  # type: ignore[import-not-found]
+
+        s = start()
+    else:
+        sys.path.insert(0, str(Path(__file__).parent / "integration"))
+        os.environ["SEALER_TEST_SEALER"] = sealer_binary
+        from harness import start_sealer
+
+        s = start_sealer(tempfile.mkdtemp(prefix="sealer-data-"))
+    try:
+        for readme, code in found:
+            t0 = time.monotonic()
+            run_snippet(code, s.grpc, s.http)
+            print(f"{Path(readme).relative_to(ROOT)}: a snippet ran as written, two rounds complete ({time.monotonic() - t0:.1f} s)")
+    finally:
+        s.stop()
 
 
 if __name__ == "__main__":

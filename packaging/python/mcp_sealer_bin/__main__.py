@@ -1,0 +1,3 @@
+from mcp_sealer_bin import main
+
+main()
