@@ -8,15 +8,18 @@
 // reads (the salient members), which member names are refused as case
 // variants of those, and the limits on the arguments.
 //
-// # Two forms of params
+// # Forms of params
 //
 // [Request] reads params as JSON text, exactly as received: the form
 // FORMAT.md specifies; [RequestArguments] also returns the arguments in the
 // form it hashed them. [Decoded] reads params a program already decoded
-// into a map, and [Canonical] takes the salient parts of params held in any
-// other form, their arguments already in RFC 8785 form; both apply the rules
-// FORMAT.md gives for decoded params. Every path gives the same digest for
-// the same request.
+// into a map; [Params] reads params held as a [Value], such as a protobuf
+// Struct (package [github.com/mcp-sealer/sealer/mcpdigest/protostruct]),
+// and writes the arguments' RFC 8785 form itself; [Canonical] takes the
+// salient parts of params held in any other form, their arguments already
+// in RFC 8785 form. The last three apply the rules FORMAT.md gives for
+// decoded params. Every path gives the same digest for the same request,
+// which the fuzz targets hold them to.
 package mcpdigest
 
 import (
@@ -187,7 +190,7 @@ func Decoded(method string, params map[string]any) (sealer.Digest, error) {
 // parts: the method, the target (the tool or prompt name, the resource uri)
 // and the arguments in RFC 8785 canonical form (empty when absent; empty for
 // resources/read). It is for callers that hold params in another form than
-// JSON text or a map and canonicalize the arguments themselves; they check
+// JSON text, a map or a Value and canonicalize the arguments themselves; they check
 // every member name of params with CheckParamName first. The arguments MUST
 // be canonical: other spellings of the same value give other digests. The
 // limits of Request apply: at most MaxDepth levels and MaxValues values, no

@@ -84,6 +84,91 @@ func FuzzDecoded(f *testing.F) {
 	})
 }
 
+// FuzzParams holds Params to Request: params that Request digests, decoded
+// by encoding/json and read through a Value, give the same digest. Params
+// never panics, whatever the params.
+func FuzzParams(f *testing.F) {
+	for _, s := range []string{
+		original,
+		transfer,
+		`{"name":"x","arguments":{"b":[1,2.5,-0,1e21,1e-7,{"é":null,"\u2028":true}],"a":"\"\\\b\f\n\r\t\u0001\u007f\ud83d\ude42"}}`,
+		`{"name":"x","arguments":{"\ud83d\ude42":1,"\uff61":2,"z":3}}`,
+		`{"uri":"file:///x","_meta":{"k":1},"requestState":"abc","arguments":[1]}`,
+		`{"name":"x","arguments":{"id":9007199254740993}}`,
+		`{"name":"x","arguments":[1]}`,
+		`{"name":"","arguments":{}}`,
+		`{"name":7}`,
+		`{"name":"x","arguments":null}`,
+		`{"name":"x","NAME":"y","argument\u017f":{}}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth) + `}`,
+		`{"name":"x","arguments":` + nested(mcpdigest.MaxDepth+1) + `}`,
+		`[]`,
+	} {
+		for _, m := range []byte{0, 1, 2, 3} {
+			f.Add(m, []byte(s))
+		}
+	}
+	methods := []string{"tools/call", "prompts/get", "resources/read", "tools/list"}
+	f.Fuzz(func(t *testing.T, m byte, params []byte) {
+		method := methods[int(m)%len(methods)]
+		var v any
+		if json.Unmarshal(params, &v) != nil {
+			return
+		}
+		got, err := mcpdigest.Params(method, jsonValue{v})
+		if err != nil && !errors.Is(err, sealer.ErrArgument) && !errors.Is(err, sealer.ErrMethod) {
+			t.Fatalf("%s %q: Params refused with %v, want ErrArgument or ErrMethod", method, params, err)
+		}
+		if want, wantErr := mcpdigest.Request(method, params); wantErr == nil && (err != nil || got != want) {
+			t.Fatalf("%s %q: Params %v, %v; Request %v", method, params, got, err, want)
+		}
+	})
+}
+
+// jsonValue is a value as encoding/json decodes it into an any, as a
+// mcpdigest.Value.
+type jsonValue struct{ v any }
+
+func (j jsonValue) Kind() mcpdigest.Kind {
+	switch j.v.(type) {
+	case nil:
+		return mcpdigest.Null
+	case bool:
+		return mcpdigest.Bool
+	case float64:
+		return mcpdigest.Number
+	case string:
+		return mcpdigest.String
+	case []any:
+		return mcpdigest.Array
+	case map[string]any:
+		return mcpdigest.Object
+	}
+	return mcpdigest.Invalid
+}
+
+func (j jsonValue) Bool() bool                  { b, _ := j.v.(bool); return b }
+func (j jsonValue) Number() float64             { f, _ := j.v.(float64); return f }
+func (j jsonValue) String() string              { s, _ := j.v.(string); return s }
+func (j jsonValue) Index(i int) mcpdigest.Value { return jsonValue{j.v.([]any)[i]} }
+
+func (j jsonValue) Len() int {
+	switch v := j.v.(type) {
+	case []any:
+		return len(v)
+	case map[string]any:
+		return len(v)
+	}
+	return 0
+}
+
+func (j jsonValue) AppendMembers(dst []mcpdigest.Member) []mcpdigest.Member {
+	for name, v := range j.v.(map[string]any) {
+		dst = append(dst, mcpdigest.Member{Name: name, Value: jsonValue{v}})
+	}
+	return dst
+}
+
 func TestDecoded(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -27,7 +27,7 @@ func checkArguments(name string, text []byte) error {
 		switch c := text[i]; {
 		case c == '{' || c == '[':
 			if depth++; depth > MaxDepth {
-				return fmt.Errorf("%w: params.%s nested deeper than %d levels", sealer.ErrArgument, name, MaxDepth)
+				return errDepth(name)
 			}
 			values++
 		case c == '}' || c == ']':
@@ -44,7 +44,7 @@ func checkArguments(name string, text []byte) error {
 			}
 			f, err := strconv.ParseFloat(string(text[i:j]), 64)
 			if err != nil || math.Abs(f) > maxSafeInteger {
-				return fmt.Errorf("%w: params.%s holds a number beyond ±(2^53-1); send it as a string", sealer.ErrArgument, name)
+				return errNumber(name)
 			}
 			i = j - 1
 			values++
@@ -55,10 +55,25 @@ func checkArguments(name string, text []byte) error {
 			values++
 		}
 		if values > MaxValues {
-			return fmt.Errorf("%w: params.%s holds more than %d values", sealer.ErrArgument, name, MaxValues)
+			return errValues(name)
 		}
 	}
 	return nil
+}
+
+// The refusals of arguments beyond the limits, on every path, for the
+// arguments member name.
+
+func errDepth(name string) error {
+	return fmt.Errorf("%w: params.%s nested deeper than %d levels", sealer.ErrArgument, name, MaxDepth)
+}
+
+func errValues(name string) error {
+	return fmt.Errorf("%w: params.%s holds more than %d values", sealer.ErrArgument, name, MaxValues)
+}
+
+func errNumber(name string) error {
+	return fmt.Errorf("%w: params.%s holds a number beyond ±(2^53-1); send it as a string", sealer.ErrArgument, name)
 }
 
 // boundArguments applies checkArguments to the value of every top-level

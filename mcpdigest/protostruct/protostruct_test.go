@@ -1,21 +1,16 @@
-package server
+package protostruct_test
 
 import (
-	"cmp"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/mcpdigest"
+	"github.com/mcp-sealer/sealer/mcpdigest/protostruct"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -41,10 +36,10 @@ func viaJSON(method string, params *structpb.Struct) (sealer.Digest, error) {
 	return mcpdigest.Request(method, text)
 }
 
-// FuzzBindingDigest holds the Struct adapter to the one implementation of
-// the digest, mcpdigest.Request: for any params a caller can send, both
-// accept or both refuse, with the same digest.
-func FuzzBindingDigest(f *testing.F) {
+// FuzzDigest holds the Struct path (Digest, mcpdigest.Params) to the JSON
+// path (mcpdigest.Request): for any params a caller can send, both accept
+// or both refuse, with the same digest.
+func FuzzDigest(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"get_weather","arguments":{"location":"New York","days":3}}`,
 		`{"name":"x","arguments":{"b":[1,2.5,-0,1e21,1e-7,{"é":null,"\u2028":true}],"a":"\"\\\b\f\n\r\t\u0001\u007f\ud83d\ude42"}}`,
@@ -73,94 +68,16 @@ func FuzzBindingDigest(f *testing.F) {
 		}
 		method := methods[int(m)%len(methods)]
 		want, wantErr := viaJSON(method, &st)
-		got, err := bindingDigest(&sealerv1.Binding{Method: method, Params: &st})
+		got, err := protostruct.Digest(method, &st)
 		if (err != nil) != (wantErr != nil) || got != want {
 			t.Fatalf("%s %s: Struct path %v, %v; JSON path %v, %v", method, params, got, err, want, wantErr)
 		}
 	})
 }
 
-// BenchmarkBindingDigest_ToolCall is the digest of an ordinary tools/call,
-// computed on every Seal and Open that sends params.
-func BenchmarkBindingDigest_ToolCall(b *testing.B) {
-	params := &structpb.Struct{}
-	if err := params.UnmarshalJSON([]byte(`{"name":"get_weather","arguments":{"location":"New York"}}`)); err != nil {
-		b.Fatal(err)
-	}
-	bind := &sealerv1.Binding{Method: "tools/call", Params: params}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := bindingDigest(bind); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkBindingDigest_8000Keys is the sort of member names at its worst:
-// 8,000 names of 250 bytes that differ only in their last bytes.
-func BenchmarkBindingDigest_8000Keys(b *testing.B) {
-	args := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	prefix := strings.Repeat("k", 242)
-	for i := range 8000 {
-		args.Fields[fmt.Sprintf("%s%08d", prefix, i)] = structpb.NewNumberValue(float64(i))
-	}
-	bind := &sealerv1.Binding{Method: "tools/call", Params: &structpb.Struct{Fields: map[string]*structpb.Value{
-		"name": structpb.NewStringValue("x"), "arguments": structpb.NewStructValue(args)}}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := bindingDigest(bind); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // nested returns arguments nested levels deep: an object, then arrays.
 func nested(levels int) string {
 	return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
-}
-
-func TestCompareUTF16(t *testing.T) {
-	// Runes at the edges of the ranges UTF-16 orders differently from
-	// UTF-8: below the surrogates, above them, and past U+FFFF.
-	alphabet := []rune{0, 'a', 'b', 0x7f, 0x80, 0xe9, 0x7ff, 0x800, 0xd7ff, 0xe000, 0xff61, 0xfffd, 0xffff,
-		0x10000, 0x1f600, 0x1f601, 0x1f642, 0x103ff, 0x10400, 0x10ffff}
-	rng := rand.New(rand.NewPCG(1, 2))
-	gen := func() string {
-		r := make([]rune, rng.IntN(6))
-		for i := range r {
-			if rng.IntN(4) == 0 {
-				r[i] = rng.Int32N(0x110000)
-				if r[i] >= 0xd800 && r[i] < 0xe000 {
-					r[i] -= 0x800 // surrogates are not runes
-				}
-			} else {
-				r[i] = alphabet[rng.IntN(len(alphabet))]
-			}
-		}
-		return string(r)
-	}
-	reference := func(a, b string) int {
-		return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
-	}
-	for range 200_000 {
-		a := gen()
-		b := gen()
-		switch rng.IntN(4) {
-		case 0:
-			b = a + b // a prefix
-		case 1:
-			b = a // equal
-		case 2:
-			b = strings.Repeat("x", 40) + a + b // past a 32-byte chunk
-			a = strings.Repeat("x", 40) + a
-		}
-		if got, want := compareUTF16(a, b), reference(a, b); cmp.Compare(got, 0) != cmp.Compare(want, 0) {
-			t.Fatalf("compareUTF16(%+q, %+q) = %d, want the sign of %d", a, b, got, want)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { compareUTF16("\U0001f600", "\uff61") }); n != 0 {
-		t.Errorf("%v allocations per comparison, want 0", n)
-	}
 }
 
 func structOf(t *testing.T, params string) *structpb.Struct {
@@ -172,7 +89,7 @@ func structOf(t *testing.T, params string) *structpb.Struct {
 	return &st
 }
 
-func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
+func TestDigest_R5_CaseVariantsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, method, params string }{
 		{"Arguments", "tools/call", `{"name":"transfer","arguments":{"amount":1},"Arguments":{"amount":100000}}`},
 		{"NAME", "tools/call", `{"name":"transfer","arguments":{"amount":1},"NAME":"transfer"}`},
@@ -181,7 +98,7 @@ func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
 		{"URI", "resources/read", `{"uri":"file:///etc/motd","URI":"file:///etc/shadow"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := bindingDigest(&sealerv1.Binding{Method: tc.method, Params: structOf(t, tc.params)})
+			_, err := protostruct.Digest(tc.method, structOf(t, tc.params))
 			if !errors.Is(err, sealer.ErrArgument) {
 				t.Fatalf("got %v, want ErrArgument", err)
 			}
@@ -189,7 +106,7 @@ func TestBindingDigest_R5_CaseVariantsRefused(t *testing.T) {
 	}
 }
 
-func TestBindingDigest_Limits(t *testing.T) {
+func TestDigest_Limits(t *testing.T) {
 	wide := func(n int) *structpb.Value { // n values: an object, a list, zeros
 		list := make([]*structpb.Value, n-2)
 		for i := range list {
@@ -226,12 +143,12 @@ func TestBindingDigest_Limits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("x"), "arguments": tc.args}}
-			_, err := bindingDigest(&sealerv1.Binding{Method: "tools/call", Params: params})
+			_, err := protostruct.Digest("tools/call", params)
 			if tc.ok && err != nil || !tc.ok && !errors.Is(err, sealer.ErrArgument) {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}
 			if tc.name == "100,000 levels" {
-				return // beyond what protojson encodes; appendCanonical must stop at 65
+				return // beyond what protojson encodes; the walk must stop at 65
 			}
 			_, errJSON := viaJSON("tools/call", params)
 			if (err == nil) != (errJSON == nil) {
