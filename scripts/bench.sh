@@ -334,7 +334,7 @@ vault() { "$SEALER_TEST_VAULT" "$@"; }
 for _ in $(seq 100); do vault status >/dev/null 2>&1 && break; sleep 0.2; done
 vault secrets enable transit >/dev/null
 vault write -f transit/keys/bench type=aes256-gcm96 >/dev/null
-vault write transit/keys/sealer type=aes256-gcm96 exportable=true >/dev/null
+vault write transit/keys/sealer type=aes256-gcm96 >/dev/null # non-exportable: --keys vault-transit derives through hmac
 sleep 1 # let the first version be older than the activation delay below
 
 REDIS_PORT=$(free_port)

@@ -260,9 +260,17 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 			return nil, nil, errors.New("vault token auth: set VAULT_TOKEN or --vault-token-file")
 		}
 	case "approle":
-		roleID, err := readSecretFile(c.RoleIDFile)
+		if c.RoleIDFile == "" || c.SecretIDFile == "" {
+			return nil, nil, errors.New("vault approle: set --vault-role-id-file and --vault-secret-id-file")
+		}
+		roleID, err := secretfile.ReadToken(c.RoleIDFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("vault approle role id file: %v", err)
+		}
+		// The Vault library reads the secret id at every login: its file is
+		// checked here, as every credential file is.
+		if err := secretfile.Check(c.SecretIDFile); err != nil {
+			return nil, nil, fmt.Errorf("vault approle secret id file: %v", err)
 		}
 		m, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromFile: c.SecretIDFile}, approle.WithMountPath(cmp.Or(c.AuthMount, "approle")))
 		if err != nil {
@@ -272,6 +280,9 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 	case "kubernetes":
 		opts := []kubernetes.LoginOption{kubernetes.WithMountPath(cmp.Or(c.AuthMount, "kubernetes"))}
 		if c.KubernetesJWT != "" { // else the pod's own service-account token
+			if err := secretfile.Check(c.KubernetesJWT); err != nil {
+				return nil, nil, fmt.Errorf("vault kubernetes token file: %v", err)
+			}
 			opts = append(opts, kubernetes.WithServiceAccountTokenPath(c.KubernetesJWT))
 		}
 		m, err := kubernetes.NewKubernetesAuth(c.KubernetesRole, opts...)
@@ -283,14 +294,6 @@ func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Logi
 		return nil, nil, fmt.Errorf("vault-auth %q: want token, approle or kubernetes", c.Auth)
 	}
 	return client, login, nil
-}
-
-func readSecretFile(path string) (string, error) {
-	if path == "" {
-		return "", errors.New("no file given")
-	}
-	s, err := secretfile.Read(path)
-	return strings.TrimSpace(s), err
 }
 
 // onChange calls changed whenever the file at path changes (its modification

@@ -230,13 +230,9 @@ func (f TokenFile) Login(ctx context.Context, c *vaultapi.Client) (*vaultapi.Sec
 func (f TokenFile) Token() (string, error) { return readToken(f.Path) }
 
 func readToken(path string) (string, error) {
-	s, err := secretfile.Read(path)
+	token, err := secretfile.ReadToken(path)
 	if err != nil {
 		return "", fmt.Errorf("keys: vault token file: %v", err)
-	}
-	token := strings.TrimSpace(s)
-	if token == "" {
-		return "", fmt.Errorf("keys: vault token file %s is empty", path)
 	}
 	return token, nil
 }
