@@ -272,7 +272,7 @@ e2e_tests() {
   ensure_vault
   e2e_lane e2e go test -race -count=1 -timeout 30m
 }
-start_build failovers e2e_lane failover go test -race -count=1 -timeout 30m -v
+start_build failovers after vault e2e_lane failover go test -race -count=1 -timeout 30m -v
 start_build conformance after npm after python conformance
 start_build deploy after conformance after helm deploy_tests
 start_build e2e after deploy after vault after python e2e_tests
