@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-sealer/sealer/server"
 )
@@ -140,22 +144,55 @@ func TestServe_FlagsWithoutCommand(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // serve starts, logs, and stops at once
+	defer cancel()
 	prev := serveContext
 	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
 	t.Cleanup(func() { serveContext = prev })
-	var stdout, stderr bytes.Buffer
+	stderr := &syncBuffer{}
+	// Stop serving once it answers /livez: it started from flags alone.
+	go func() {
+		re := regexp.MustCompile(`msg=listening grpc=\S+ http=(\S+)`)
+		for ctx.Err() == nil {
+			if m := re.FindStringSubmatch(stderr.String()); m != nil {
+				if res, err := http.Get("http://" + m[1] + "/livez"); err == nil {
+					res.Body.Close()
+					cancel()
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var stdout bytes.Buffer
 	args := []string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--shutdown-delay", "0s", "--shutdown-grace", "1s"}
-	if err := run(args, &stdout, &stderr); err != nil {
+	if err := run(args, &stdout, stderr); err != nil {
 		t.Fatalf("run(%q): %v, want serve to run\n%s", args, err, stderr.String())
 	}
 	want := "data_dir=" + filepath.Join(dir, server.Defaults().DataDir)
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("the start log lacks %q:\n%s", want, stderr.String())
 	}
-	if err := run([]string{"--grpc-addr", "nonsense"}, &stdout, &stderr); err == nil || strings.Contains(err.Error(), "unknown command") {
+	if err := run([]string{"--grpc-addr", "nonsense"}, &stdout, stderr); err == nil || strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("--grpc-addr nonsense: %v, want serve's own refusal", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestGitignore_DefaultDataDir: the embedded default's data directory, made
