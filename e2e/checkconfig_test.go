@@ -24,7 +24,7 @@ func TestCheckConfig_Ledger(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	ca := testpki.NewCA(t, "redis-check")
 	cert := ca.Server(t, "redis")
-	tlsAddr := freeLoopbackAddr(t)
+	tlsAddr := testredis.FreeAddr(t)
 	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
 	// docs/OPERATIONS.md's least-privilege user, and users short of it.
 	both := []string{"~sealer:v1:consumed:*", "~sealer:v1:flow:*", "+eval", "+evalsha", "+set", "+get", "+pttl", "+time", "+ping"}
@@ -76,18 +76,6 @@ func TestCheckConfig_Ledger(t *testing.T) {
 			t.Logf("%s", got)
 		})
 	}
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a moment
-// ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // TestReadiness_LedgerRefusedAtStart: a replica whose Redis ledger refuses

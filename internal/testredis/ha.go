@@ -67,7 +67,7 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 		if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		sn := &Server{Addr: freeAddr(t), dir: dir, conf: conf, auth: o.Password}
+		sn := &Server{Addr: FreeAddr(t), dir: dir, conf: conf, auth: o.Password}
 		sn.Restart(t)
 		t.Cleanup(func() { sn.Stop(t) })
 		s.Sentinels = append(s.Sentinels, sn)
@@ -180,7 +180,7 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *Cluster 
 		// The cluster bus port is picked as the node's own port is. Redis's
 		// default, the node's port plus 10000, is not known to be free, and
 		// there is none for a port above 55535 (Redis then refuses to start).
-		_, bus, _ := net.SplitHostPort(freeAddr(t))
+		_, bus, _ := net.SplitHostPort(FreeAddr(t))
 		nodeArgs := append([]string{"--cluster-enabled", "yes", "--cluster-port", bus, "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"},
 			replicationUser...)
 		c.Nodes = append(c.Nodes, Start(t, false, append(nodeArgs, args...)...))

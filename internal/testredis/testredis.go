@@ -46,14 +46,14 @@ func Binary(t testing.TB) string {
 func Start(t testing.TB, persist bool, extraArgs ...string) *Server {
 	t.Helper()
 	Binary(t)
-	s := &Server{Addr: freeAddr(t), dir: t.TempDir(), persist: persist, extra: extraArgs}
+	s := &Server{Addr: FreeAddr(t), dir: t.TempDir(), persist: persist, extra: extraArgs}
 	s.Restart(t)
 	t.Cleanup(func() { s.Stop(t) })
 	return s
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t testing.TB) string {
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

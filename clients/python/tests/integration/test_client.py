@@ -161,8 +161,9 @@ def _pki(d: str) -> tuple[dict[str, str], dict[str, bytes]]:
     pems: dict[str, bytes] = {}
 
     def write(name: str, data: bytes) -> None:
+        # The sealer refuses a private key others may read, as an operator's.
         files[name], pems[name] = os.path.join(d, name), data
-        with open(files[name], "wb") as f:
+        with open(os.open(files[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(data)
 
     pem = serialization.Encoding.PEM
