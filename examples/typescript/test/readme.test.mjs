@@ -101,6 +101,8 @@ test("the README's server runs as written: two rounds for alice, mallory refused
   await assert.rejects(mallory.callTool(retry, { allowInputRequired: true }), (e) => e instanceof ProtocolError && e.code === -32602);
   const r2 = await alice.callTool(retry, { allowInputRequired: true });
   assert.deepEqual(r2.content, [{ type: "text", text: "booked 12A" }]);
-  await new Promise((r) => setTimeout(r, 100));
-  assert.match(out.join(""), /open failed on tools\/call: refused: PRINCIPAL_MISMATCH/, "the server logs why mallory was refused");
+  // The log line is written as the refusal is answered: poll for it.
+  const logged = /open failed on tools\/call: refused: PRINCIPAL_MISMATCH/;
+  for (let i = 0; i < 200 && !logged.test(out.join("")); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.match(out.join(""), logged, "the server logs why mallory was refused");
 });
