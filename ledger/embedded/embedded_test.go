@@ -31,13 +31,23 @@ func TestEmbedded_Conformance(t *testing.T) {
 		return ledgertest.Subject{
 			Ledger: l,
 			// A sweep at a time to come would refuse the consumes after
-			// it (ClockBehind): wait for the clock to pass until, then sweep.
+			// it (ClockBehind): wait for the wall clock, which the ledger
+			// reads, to pass until in whole milliseconds, then sweep. The
+			// monotonic clock time.Now().After compares is not the one
+			// the ledger keeps, and the two drift apart when the wall
+			// clock is adjusted.
 			Expire: func(t *testing.T, until time.Time) {
-				for !time.Now().After(until) {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if _, err := l.Sweep(time.Now()); err != nil {
-					t.Fatal(err)
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					now := time.Now()
+					if now.UnixMilli() > until.UnixMilli() {
+						if _, err := l.Sweep(now); err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					if now.After(deadline) {
+						t.Fatalf("the wall clock did not pass %v within 30s: %v", until.Round(0), now.Round(0))
+					}
 				}
 			},
 			Break: func(t *testing.T) { l.Close() },
