@@ -61,6 +61,49 @@ type Ledger interface {
 	Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error
 }
 
+// ErrPending means an entry was claimed for an outcome (Recorder.Claim)
+// that is not recorded yet, and its wait is not over: the first open's
+// handler may still be running.
+var ErrPending = errors.New("ledger: outcome not recorded yet")
+
+// ErrGone means a Recorder has no entry for what it was asked about: it
+// was never consumed, or its entry expired.
+var ErrGone = errors.New("ledger: no such entry")
+
+// Entry names what Consume or Advance records: the state ID when Round is
+// 0, otherwise round Round of Flow.
+type Entry struct {
+	ID    sealer.StateID
+	Flow  sealer.FlowID
+	Round uint32
+}
+
+// Recorder is a Ledger that also keeps the outcome of what it consumed:
+// the answer an MCP server sent for a consumed state, sealed by the caller
+// (FORMAT.md, "Recorded outcomes"), so that a retry of that state gets the
+// same answer instead of a refusal. An outcome lives as long as its entry.
+type Recorder interface {
+	Ledger
+	// Claim is Consume of e.ID (e.Round 0) or Advance of e.Flow to e.Round,
+	// for a caller that will Record the outcome: Outcome answers
+	// ErrPending for e until an outcome is recorded or wait has passed
+	// since the claim (on the ledger's clock).
+	Claim(ctx context.Context, tenant string, e Entry, until time.Time, wait time.Duration) error
+	// Record stores outcome for e if e was claimed and nothing was recorded
+	// for it since: nil then. It returns ErrConsumed when something was
+	// recorded before, e was consumed without a claim, or e's flow has
+	// moved past e.Round; ErrGone when e has no entry (it expired); errors
+	// wrapping ErrUnavailable otherwise. An empty outcome records that none
+	// will come: Outcome then answers ErrConsumed.
+	Record(ctx context.Context, tenant string, e Entry, outcome []byte) error
+	// Outcome returns the outcome recorded for e. It returns ErrPending
+	// while e is claimed, nothing is recorded and its wait is not over;
+	// ErrConsumed when e was consumed without a claim, with no outcome
+	// recorded in its wait, with an empty one, or when e's flow has moved
+	// past e.Round; ErrGone when e has no entry.
+	Outcome(ctx context.Context, tenant string, e Entry) ([]byte, error)
+}
+
 // Remaining returns how long an entry consumed now must live to last until
 // until, or ErrTooLate when until is not in the future. Backends call it
 // before they record anything.

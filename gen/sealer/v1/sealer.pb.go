@@ -78,6 +78,9 @@ const (
 	// The state is authentic, but its flow has used the rounds the tenant
 	// allows.
 	Reason_REASON_FLOW_EXHAUSTED Reason = 14
+	// The state was consumed by an open whose outcome is still being
+	// recorded (its handler still runs); retry with backoff.
+	Reason_REASON_IN_PROGRESS Reason = 15
 )
 
 // Enum value maps for Reason.
@@ -98,6 +101,7 @@ var (
 		12: "REASON_INPUT_MISMATCH",
 		13: "REASON_FLOW_EXPIRED",
 		14: "REASON_FLOW_EXHAUSTED",
+		15: "REASON_IN_PROGRESS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -115,6 +119,7 @@ var (
 		"REASON_INPUT_MISMATCH":     12,
 		"REASON_FLOW_EXPIRED":       13,
 		"REASON_FLOW_EXHAUSTED":     14,
+		"REASON_IN_PROGRESS":        15,
 	}
 )
 
@@ -575,7 +580,14 @@ type OpenRequest struct {
 	// with no keys). When unset, they are taken from the inputResponses of
 	// request.params; with a digest binding and no responded, they are not
 	// known, and a state whose round asked input keys does not open.
-	Responded     *InputKeys `protobuf:"bytes,4,opt,name=responded,proto3" json:"responded,omitempty"`
+	Responded *InputKeys `protobuf:"bytes,4,opt,name=responded,proto3" json:"responded,omitempty"`
+	// Whether the caller records the outcome of this open (Record) when it
+	// consumes a one-time or latest-only state. Then a retry of a state
+	// consumed so, that passes every other check, gets the recorded outcome
+	// (OpenResponse.outcome) instead of ALREADY_CONSUMED, after waiting for it
+	// while the first open's handler still runs (IN_PROGRESS when it waited
+	// in vain). Ignored for other states.
+	RecordOutcome bool `protobuf:"varint,5,opt,name=record_outcome,json=recordOutcome,proto3" json:"record_outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -638,6 +650,13 @@ func (x *OpenRequest) GetResponded() *InputKeys {
 	return nil
 }
 
+func (x *OpenRequest) GetRecordOutcome() bool {
+	if x != nil {
+		return x.RecordOutcome
+	}
+	return false
+}
+
 // OpenResponse returns what was sealed.
 type OpenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -649,7 +668,14 @@ type OpenResponse struct {
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// The state's flow, when it belongs to one: pass request_state as
 	// FlowRequest.continues to seal the next round.
-	Flow          *Flow `protobuf:"bytes,4,opt,name=flow,proto3" json:"flow,omitempty"`
+	Flow *Flow `protobuf:"bytes,4,opt,name=flow,proto3" json:"flow,omitempty"`
+	// Set when this open is a retry of a state consumed before, whose outcome
+	// was recorded: the caller answers it as it is, without running its
+	// handler again. The payload is then empty.
+	Outcome *Outcome `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Whether this open consumed the state with record_outcome: the caller
+	// is to Record its outcome.
+	Recording     bool `protobuf:"varint,6,opt,name=recording,proto3" json:"recording,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -712,6 +738,180 @@ func (x *OpenResponse) GetFlow() *Flow {
 	return nil
 }
 
+func (x *OpenResponse) GetOutcome() *Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *OpenResponse) GetRecording() bool {
+	if x != nil {
+		return x.Recording
+	}
+	return false
+}
+
+// Outcome is the answer an MCP server sent for a consumed state, as its
+// Record gave it.
+type Outcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bytes given to Record (at most the tenant's outcome limit).
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// When it was recorded.
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outcome) Reset() {
+	*x = Outcome{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outcome) ProtoMessage() {}
+
+func (x *Outcome) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
+func (*Outcome) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Outcome) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Outcome) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
+	}
+	return nil
+}
+
+// RecordRequest records the outcome of a state an Open consumed.
+type RecordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state exactly as the Open that consumed it with record_outcome got
+	// it. It must be authentic; it may have expired since.
+	RequestState string `protobuf:"bytes,1,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	// The answer sent for it. Bytes over the server's outcome limit are
+	// refused (INVALID_ARGUMENT) and recorded as no outcome: retries of the
+	// state are then ALREADY_CONSUMED. Empty records no outcome, the same way.
+	Outcome       []byte `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRequest) ProtoMessage() {}
+
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RecordRequest) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
+func (x *RecordRequest) GetOutcome() []byte {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+// RecordResponse confirms a Record.
+type RecordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the ledger entry, and with it the outcome, goes away.
+	KeptUntil     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=kept_until,json=keptUntil,proto3" json:"kept_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RecordResponse) GetKeptUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.KeptUntil
+	}
+	return nil
+}
+
 var File_sealer_v1_sealer_proto protoreflect.FileDescriptor
 
 const file_sealer_v1_sealer_proto_rawDesc = "" +
@@ -745,18 +945,31 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
-	"\x04flow\x18\x03 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\"\xb2\x01\n" +
+	"\x04flow\x18\x03 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\"\xd9\x01\n" +
 	"\vOpenRequest\x12#\n" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12,\n" +
 	"\arequest\x18\x03 \x01(\v2\x12.sealer.v1.BindingR\arequest\x122\n" +
-	"\tresponded\x18\x04 \x01(\v2\x14.sealer.v1.InputKeysR\tresponded\"\xc1\x01\n" +
+	"\tresponded\x18\x04 \x01(\v2\x14.sealer.v1.InputKeysR\tresponded\x12%\n" +
+	"\x0erecord_outcome\x18\x05 \x01(\bR\rrecordOutcome\"\x8d\x02\n" +
 	"\fOpenResponse\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x127\n" +
 	"\tissued_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bissuedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
-	"\x04flow\x18\x04 \x01(\v2\x0f.sealer.v1.FlowR\x04flow*\x9f\x03\n" +
+	"\x04flow\x18\x04 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\x12,\n" +
+	"\aoutcome\x18\x05 \x01(\v2\x12.sealer.v1.OutcomeR\aoutcome\x12\x1c\n" +
+	"\trecording\x18\x06 \x01(\bR\trecording\"Z\n" +
+	"\aOutcome\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12;\n" +
+	"\vrecorded_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"N\n" +
+	"\rRecordRequest\x12#\n" +
+	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\fR\aoutcome\"K\n" +
+	"\x0eRecordResponse\x129\n" +
+	"\n" +
+	"kept_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tkeptUntil*\xb7\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REASON_INVALID_STATE\x10\x01\x12\x12\n" +
@@ -773,10 +986,12 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\x0fREASON_INTERNAL\x10\v\x12\x19\n" +
 	"\x15REASON_INPUT_MISMATCH\x10\f\x12\x17\n" +
 	"\x13REASON_FLOW_EXPIRED\x10\r\x12\x19\n" +
-	"\x15REASON_FLOW_EXHAUSTED\x10\x0e2z\n" +
+	"\x15REASON_FLOW_EXHAUSTED\x10\x0e\x12\x16\n" +
+	"\x12REASON_IN_PROGRESS\x10\x0f2\xb9\x01\n" +
 	"\x06Sealer\x127\n" +
 	"\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x127\n" +
-	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
+	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponse\x12=\n" +
+	"\x06Record\x12\x18.sealer.v1.RecordRequest\x1a\x19.sealer.v1.RecordResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
 
 var (
 	file_sealer_v1_sealer_proto_rawDescOnce sync.Once
@@ -791,7 +1006,7 @@ func file_sealer_v1_sealer_proto_rawDescGZIP() []byte {
 }
 
 var file_sealer_v1_sealer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sealer_v1_sealer_proto_goTypes = []any{
 	(Reason)(0),                   // 0: sealer.v1.Reason
 	(*Binding)(nil),               // 1: sealer.v1.Binding
@@ -802,33 +1017,41 @@ var file_sealer_v1_sealer_proto_goTypes = []any{
 	(*SealResponse)(nil),          // 6: sealer.v1.SealResponse
 	(*OpenRequest)(nil),           // 7: sealer.v1.OpenRequest
 	(*OpenResponse)(nil),          // 8: sealer.v1.OpenResponse
-	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*Outcome)(nil),               // 9: sealer.v1.Outcome
+	(*RecordRequest)(nil),         // 10: sealer.v1.RecordRequest
+	(*RecordResponse)(nil),        // 11: sealer.v1.RecordResponse
+	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_sealer_v1_sealer_proto_depIdxs = []int32{
-	9,  // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
+	12, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
 	1,  // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
-	10, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
+	13, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
 	3,  // 3: sealer.v1.SealRequest.flow:type_name -> sealer.v1.FlowRequest
 	4,  // 4: sealer.v1.FlowRequest.asked:type_name -> sealer.v1.InputKeys
-	11, // 5: sealer.v1.Flow.deadline:type_name -> google.protobuf.Timestamp
-	11, // 6: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 5: sealer.v1.Flow.deadline:type_name -> google.protobuf.Timestamp
+	14, // 6: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: sealer.v1.SealResponse.flow:type_name -> sealer.v1.Flow
 	1,  // 8: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
 	4,  // 9: sealer.v1.OpenRequest.responded:type_name -> sealer.v1.InputKeys
-	11, // 10: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
-	11, // 11: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 10: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
+	14, // 11: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 12: sealer.v1.OpenResponse.flow:type_name -> sealer.v1.Flow
-	2,  // 13: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
-	7,  // 14: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
-	6,  // 15: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
-	8,  // 16: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
-	15, // [15:17] is the sub-list for method output_type
-	13, // [13:15] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 13: sealer.v1.OpenResponse.outcome:type_name -> sealer.v1.Outcome
+	14, // 14: sealer.v1.Outcome.recorded_at:type_name -> google.protobuf.Timestamp
+	14, // 15: sealer.v1.RecordResponse.kept_until:type_name -> google.protobuf.Timestamp
+	2,  // 16: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
+	7,  // 17: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
+	10, // 18: sealer.v1.Sealer.Record:input_type -> sealer.v1.RecordRequest
+	6,  // 19: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
+	8,  // 20: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
+	11, // 21: sealer.v1.Sealer.Record:output_type -> sealer.v1.RecordResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sealer_v1_sealer_proto_init() }
@@ -842,7 +1065,7 @@ func file_sealer_v1_sealer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sealer_v1_sealer_proto_rawDesc), len(file_sealer_v1_sealer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sealer_Seal_FullMethodName = "/sealer.v1.Sealer/Seal"
-	Sealer_Open_FullMethodName = "/sealer.v1.Sealer/Open"
+	Sealer_Seal_FullMethodName   = "/sealer.v1.Sealer/Seal"
+	Sealer_Open_FullMethodName   = "/sealer.v1.Sealer/Open"
+	Sealer_Record_FullMethodName = "/sealer.v1.Sealer/Record"
 )
 
 // SealerClient is the client API for Sealer service.
@@ -41,8 +42,14 @@ type SealerClient interface {
 	// the payload until the TTL runs out.
 	Seal(ctx context.Context, in *SealRequest, opts ...grpc.CallOption) (*SealResponse, error)
 	// Open checks a requestState against the retry that presents it and returns
-	// its payload. A one-time state opens once.
+	// its payload. A one-time state opens once; with record_outcome, a later
+	// retry of it that passes every other check gets the outcome recorded for
+	// it instead (FORMAT.md, "Recorded outcomes").
 	Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*OpenResponse, error)
+	// Record records the outcome of a state that an Open with record_outcome
+	// consumed: the answer the MCP server sent for it. The first Record of a
+	// state wins; a later one is ALREADY_CONSUMED.
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
 }
 
 type sealerClient struct {
@@ -73,6 +80,16 @@ func (c *sealerClient) Open(ctx context.Context, in *OpenRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *sealerClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, Sealer_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SealerServer is the server API for Sealer service.
 // All implementations must embed UnimplementedSealerServer
 // for forward compatibility.
@@ -87,8 +104,14 @@ type SealerServer interface {
 	// the payload until the TTL runs out.
 	Seal(context.Context, *SealRequest) (*SealResponse, error)
 	// Open checks a requestState against the retry that presents it and returns
-	// its payload. A one-time state opens once.
+	// its payload. A one-time state opens once; with record_outcome, a later
+	// retry of it that passes every other check gets the outcome recorded for
+	// it instead (FORMAT.md, "Recorded outcomes").
 	Open(context.Context, *OpenRequest) (*OpenResponse, error)
+	// Record records the outcome of a state that an Open with record_outcome
+	// consumed: the answer the MCP server sent for it. The first Record of a
+	// state wins; a later one is ALREADY_CONSUMED.
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
 	mustEmbedUnimplementedSealerServer()
 }
 
@@ -104,6 +127,9 @@ func (UnimplementedSealerServer) Seal(context.Context, *SealRequest) (*SealRespo
 }
 func (UnimplementedSealerServer) Open(context.Context, *OpenRequest) (*OpenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Open not implemented")
+}
+func (UnimplementedSealerServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
 }
 func (UnimplementedSealerServer) mustEmbedUnimplementedSealerServer() {}
 func (UnimplementedSealerServer) testEmbeddedByValue()                {}
@@ -162,6 +188,24 @@ func _Sealer_Open_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sealer_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SealerServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sealer_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SealerServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sealer_ServiceDesc is the grpc.ServiceDesc for Sealer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -176,6 +220,10 @@ var Sealer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Open",
 			Handler:    _Sealer_Open_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _Sealer_Record_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

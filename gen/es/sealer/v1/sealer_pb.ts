@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file sealer/v1/sealer.proto.
  */
 export const file_sealer_v1_sealer: GenFile = /*@__PURE__*/
-  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwitgEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgSJAoEZmxvdxgGIAEoCzIWLnNlYWxlci52MS5GbG93UmVxdWVzdCJaCgtGbG93UmVxdWVzdBIRCgljb250aW51ZXMYASABKAkSEwoLbGF0ZXN0X29ubHkYAiABKAgSIwoFYXNrZWQYAyABKAsyFC5zZWFsZXIudjEuSW5wdXRLZXlzIhkKCUlucHV0S2V5cxIMCgRrZXlzGAEgAygJImQKBEZsb3cSCgoCaWQYASABKAwSDQoFcm91bmQYAiABKA0SLAoIZGVhZGxpbmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2xhdGVzdF9vbmx5GAQgASgIInQKDFNlYWxSZXNwb25zZRIVCg1yZXF1ZXN0X3N0YXRlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KBGZsb3cYAyABKAsyDy5zZWFsZXIudjEuRmxvdyKFAQoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nEicKCXJlc3BvbmRlZBgEIAEoCzIULnNlYWxlci52MS5JbnB1dEtleXMinQEKDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoEZmxvdxgEIAEoCzIPLnNlYWxlci52MS5GbG93Kp8DCgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASGAoUUkVBU09OX0lOVkFMSURfU1RBVEUQARISCg5SRUFTT05fRVhQSVJFRBACEh0KGVJFQVNPTl9QUklOQ0lQQUxfTUlTTUFUQ0gQAxIbChdSRUFTT05fUkVRVUVTVF9NSVNNQVRDSBAEEhsKF1JFQVNPTl9BTFJFQURZX0NPTlNVTUVEEAUSHQoZUkVBU09OX0xFREdFUl9VTkFWQUlMQUJMRRAGEhsKF1JFQVNPTl9JTlZBTElEX0FSR1VNRU5UEAcSGwoXUkVBU09OX0tFWVNfVU5BVkFJTEFCTEUQCBIaChZSRUFTT05fVU5BVVRIRU5USUNBVEVEEAkSHQoZUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAKEhMKD1JFQVNPTl9JTlRFUk5BTBALEhkKFVJFQVNPTl9JTlBVVF9NSVNNQVRDSBAMEhcKE1JFQVNPTl9GTE9XX0VYUElSRUQQDRIZChVSRUFTT05fRkxPV19FWEhBVVNURUQQDjJ6CgZTZWFsZXISNwoEU2VhbBIWLnNlYWxlci52MS5TZWFsUmVxdWVzdBoXLnNlYWxlci52MS5TZWFsUmVzcG9uc2USNwoET3BlbhIWLnNlYWxlci52MS5PcGVuUmVxdWVzdBoXLnNlYWxlci52MS5PcGVuUmVzcG9uc2VCNVozZ2l0aHViLmNvbS9tY3Atc2VhbGVyL3NlYWxlci9nZW4vc2VhbGVyL3YxO3NlYWxlcnYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwitgEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgSJAoEZmxvdxgGIAEoCzIWLnNlYWxlci52MS5GbG93UmVxdWVzdCJaCgtGbG93UmVxdWVzdBIRCgljb250aW51ZXMYASABKAkSEwoLbGF0ZXN0X29ubHkYAiABKAgSIwoFYXNrZWQYAyABKAsyFC5zZWFsZXIudjEuSW5wdXRLZXlzIhkKCUlucHV0S2V5cxIMCgRrZXlzGAEgAygJImQKBEZsb3cSCgoCaWQYASABKAwSDQoFcm91bmQYAiABKA0SLAoIZGVhZGxpbmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2xhdGVzdF9vbmx5GAQgASgIInQKDFNlYWxSZXNwb25zZRIVCg1yZXF1ZXN0X3N0YXRlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KBGZsb3cYAyABKAsyDy5zZWFsZXIudjEuRmxvdyKdAQoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nEicKCXJlc3BvbmRlZBgEIAEoCzIULnNlYWxlci52MS5JbnB1dEtleXMSFgoOcmVjb3JkX291dGNvbWUYBSABKAgi1QEKDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoEZmxvdxgEIAEoCzIPLnNlYWxlci52MS5GbG93EiMKB291dGNvbWUYBSABKAsyEi5zZWFsZXIudjEuT3V0Y29tZRIRCglyZWNvcmRpbmcYBiABKAgiSAoHT3V0Y29tZRIMCgRkYXRhGAEgASgMEi8KC3JlY29yZGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI3Cg1SZWNvcmRSZXF1ZXN0EhUKDXJlcXVlc3Rfc3RhdGUYASABKAkSDwoHb3V0Y29tZRgCIAEoDCJACg5SZWNvcmRSZXNwb25zZRIuCgprZXB0X3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCq3AwoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEhgKFFJFQVNPTl9JTlZBTElEX1NUQVRFEAESEgoOUkVBU09OX0VYUElSRUQQAhIdChlSRUFTT05fUFJJTkNJUEFMX01JU01BVENIEAMSGwoXUkVBU09OX1JFUVVFU1RfTUlTTUFUQ0gQBBIbChdSRUFTT05fQUxSRUFEWV9DT05TVU1FRBAFEh0KGVJFQVNPTl9MRURHRVJfVU5BVkFJTEFCTEUQBhIbChdSRUFTT05fSU5WQUxJRF9BUkdVTUVOVBAHEhsKF1JFQVNPTl9LRVlTX1VOQVZBSUxBQkxFEAgSGgoWUkVBU09OX1VOQVVUSEVOVElDQVRFRBAJEh0KGVJFQVNPTl9SRVNPVVJDRV9FWEhBVVNURUQQChITCg9SRUFTT05fSU5URVJOQUwQCxIZChVSRUFTT05fSU5QVVRfTUlTTUFUQ0gQDBIXChNSRUFTT05fRkxPV19FWFBJUkVEEA0SGQoVUkVBU09OX0ZMT1dfRVhIQVVTVEVEEA4SFgoSUkVBU09OX0lOX1BST0dSRVNTEA8yuQEKBlNlYWxlchI3CgRTZWFsEhYuc2VhbGVyLnYxLlNlYWxSZXF1ZXN0Ghcuc2VhbGVyLnYxLlNlYWxSZXNwb25zZRI3CgRPcGVuEhYuc2VhbGVyLnYxLk9wZW5SZXF1ZXN0Ghcuc2VhbGVyLnYxLk9wZW5SZXNwb25zZRI9CgZSZWNvcmQSGC5zZWFsZXIudjEuUmVjb3JkUmVxdWVzdBoZLnNlYWxlci52MS5SZWNvcmRSZXNwb25zZUI1WjNnaXRodWIuY29tL21jcC1zZWFsZXIvc2VhbGVyL2dlbi9zZWFsZXIvdjE7c2VhbGVydjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Binding names the MCP request a state is bound to: either the method and
@@ -293,6 +293,18 @@ export type OpenRequest = Message<"sealer.v1.OpenRequest"> & {
    * @generated from field: sealer.v1.InputKeys responded = 4;
    */
   responded?: InputKeys | undefined;
+
+  /**
+   * Whether the caller records the outcome of this open (Record) when it
+   * consumes a one-time or latest-only state. Then a retry of a state
+   * consumed so, that passes every other check, gets the recorded outcome
+   * (OpenResponse.outcome) instead of ALREADY_CONSUMED, after waiting for it
+   * while the first open's handler still runs (IN_PROGRESS when it waited
+   * in vain). Ignored for other states.
+   *
+   * @generated from field: bool record_outcome = 5;
+   */
+  recordOutcome: boolean;
 };
 
 /**
@@ -336,6 +348,23 @@ export type OpenResponse = Message<"sealer.v1.OpenResponse"> & {
    * @generated from field: sealer.v1.Flow flow = 4;
    */
   flow?: Flow | undefined;
+
+  /**
+   * Set when this open is a retry of a state consumed before, whose outcome
+   * was recorded: the caller answers it as it is, without running its
+   * handler again. The payload is then empty.
+   *
+   * @generated from field: sealer.v1.Outcome outcome = 5;
+   */
+  outcome?: Outcome | undefined;
+
+  /**
+   * Whether this open consumed the state with record_outcome: the caller
+   * is to Record its outcome.
+   *
+   * @generated from field: bool recording = 6;
+   */
+  recording: boolean;
 };
 
 /**
@@ -344,6 +373,87 @@ export type OpenResponse = Message<"sealer.v1.OpenResponse"> & {
  */
 export const OpenResponseSchema: GenMessage<OpenResponse> = /*@__PURE__*/
   messageDesc(file_sealer_v1_sealer, 7);
+
+/**
+ * Outcome is the answer an MCP server sent for a consumed state, as its
+ * Record gave it.
+ *
+ * @generated from message sealer.v1.Outcome
+ */
+export type Outcome = Message<"sealer.v1.Outcome"> & {
+  /**
+   * The bytes given to Record (at most the tenant's outcome limit).
+   *
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * When it was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp recorded_at = 2;
+   */
+  recordedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sealer.v1.Outcome.
+ * Use `create(OutcomeSchema)` to create a new message.
+ */
+export const OutcomeSchema: GenMessage<Outcome> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 8);
+
+/**
+ * RecordRequest records the outcome of a state an Open consumed.
+ *
+ * @generated from message sealer.v1.RecordRequest
+ */
+export type RecordRequest = Message<"sealer.v1.RecordRequest"> & {
+  /**
+   * The state exactly as the Open that consumed it with record_outcome got
+   * it. It must be authentic; it may have expired since.
+   *
+   * @generated from field: string request_state = 1;
+   */
+  requestState: string;
+
+  /**
+   * The answer sent for it. Bytes over the server's outcome limit are
+   * refused (INVALID_ARGUMENT) and recorded as no outcome: retries of the
+   * state are then ALREADY_CONSUMED. Empty records no outcome, the same way.
+   *
+   * @generated from field: bytes outcome = 2;
+   */
+  outcome: Uint8Array;
+};
+
+/**
+ * Describes the message sealer.v1.RecordRequest.
+ * Use `create(RecordRequestSchema)` to create a new message.
+ */
+export const RecordRequestSchema: GenMessage<RecordRequest> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 9);
+
+/**
+ * RecordResponse confirms a Record.
+ *
+ * @generated from message sealer.v1.RecordResponse
+ */
+export type RecordResponse = Message<"sealer.v1.RecordResponse"> & {
+  /**
+   * When the ledger entry, and with it the outcome, goes away.
+   *
+   * @generated from field: google.protobuf.Timestamp kept_until = 1;
+   */
+  keptUntil?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sealer.v1.RecordResponse.
+ * Use `create(RecordResponseSchema)` to create a new message.
+ */
+export const RecordResponseSchema: GenMessage<RecordResponse> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 10);
 
 /**
  * Reason is why a call failed: the reason of the google.rpc.ErrorInfo
@@ -471,6 +581,14 @@ export enum Reason {
    * @generated from enum value: REASON_FLOW_EXHAUSTED = 14;
    */
   FLOW_EXHAUSTED = 14,
+
+  /**
+   * The state was consumed by an open whose outcome is still being
+   * recorded (its handler still runs); retry with backoff.
+   *
+   * @generated from enum value: REASON_IN_PROGRESS = 15;
+   */
+  IN_PROGRESS = 15,
 }
 
 /**
@@ -502,7 +620,9 @@ export const Sealer: GenService<{
   },
   /**
    * Open checks a requestState against the retry that presents it and returns
-   * its payload. A one-time state opens once.
+   * its payload. A one-time state opens once; with record_outcome, a later
+   * retry of it that passes every other check gets the outcome recorded for
+   * it instead (FORMAT.md, "Recorded outcomes").
    *
    * @generated from rpc sealer.v1.Sealer.Open
    */
@@ -510,6 +630,18 @@ export const Sealer: GenService<{
     methodKind: "unary";
     input: typeof OpenRequestSchema;
     output: typeof OpenResponseSchema;
+  },
+  /**
+   * Record records the outcome of a state that an Open with record_outcome
+   * consumed: the answer the MCP server sent for it. The first Record of a
+   * state wins; a later one is ALREADY_CONSUMED.
+   *
+   * @generated from rpc sealer.v1.Sealer.Record
+   */
+  record: {
+    methodKind: "unary";
+    input: typeof RecordRequestSchema;
+    output: typeof RecordResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sealer_v1_sealer, 0);

@@ -81,6 +81,10 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     """The state is authentic, but its flow has used the rounds the tenant
     allows.
     """
+    REASON_IN_PROGRESS: _Reason.ValueType  # 15
+    """The state was consumed by an open whose outcome is still being
+    recorded (its handler still runs); retry with backoff.
+    """
 
 class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
     """Reason is why a call failed: the reason of the google.rpc.ErrorInfo
@@ -140,6 +144,10 @@ that request opens or continues any more.
 REASON_FLOW_EXHAUSTED: Reason.ValueType  # 14
 """The state is authentic, but its flow has used the rounds the tenant
 allows.
+"""
+REASON_IN_PROGRESS: Reason.ValueType  # 15
+"""The state was consumed by an open whose outcome is still being
+recorded (its handler still runs); retry with backoff.
 """
 Global___Reason: _TypeAlias = Reason  # noqa: Y015
 
@@ -381,10 +389,19 @@ class OpenRequest(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     REQUEST_FIELD_NUMBER: _builtins.int
     RESPONDED_FIELD_NUMBER: _builtins.int
+    RECORD_OUTCOME_FIELD_NUMBER: _builtins.int
     request_state: _builtins.str
     """The state exactly as the client sent it."""
     principal: _builtins.str
     """The authenticated user of the retry."""
+    record_outcome: _builtins.bool
+    """Whether the caller records the outcome of this open (Record) when it
+    consumes a one-time or latest-only state. Then a retry of a state
+    consumed so, that passes every other check, gets the recorded outcome
+    (OpenResponse.outcome) instead of ALREADY_CONSUMED, after waiting for it
+    while the first open's handler still runs (IN_PROGRESS when it waited
+    in vain). Ignored for other states.
+    """
     @_builtins.property
     def request(self) -> Global___Binding:
         """The retry itself."""
@@ -404,10 +421,11 @@ class OpenRequest(_message.Message):
         principal: _builtins.str = ...,
         request: Global___Binding | None = ...,
         responded: Global___InputKeys | None = ...,
+        record_outcome: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request", "responded", b"responded"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal", "request", b"request", "request_state", b"request_state", "responded", b"responded"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal", "record_outcome", b"record_outcome", "request", b"request", "request_state", b"request_state", "responded", b"responded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -423,8 +441,14 @@ class OpenResponse(_message.Message):
     ISSUED_AT_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
     FLOW_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    RECORDING_FIELD_NUMBER: _builtins.int
     payload: _builtins.bytes
     """The payload given to Seal."""
+    recording: _builtins.bool
+    """Whether this open consumed the state with record_outcome: the caller
+    is to Record its outcome.
+    """
     @_builtins.property
     def issued_at(self) -> _timestamp_pb2.Timestamp:
         """When the state was sealed."""
@@ -439,6 +463,13 @@ class OpenResponse(_message.Message):
         FlowRequest.continues to seal the next round.
         """
 
+    @_builtins.property
+    def outcome(self) -> Global___Outcome:
+        """Set when this open is a retry of a state consumed before, whose outcome
+        was recorded: the caller answers it as it is, without running its
+        handler again. The payload is then empty.
+        """
+
     def __init__(
         self,
         *,
@@ -446,11 +477,98 @@ class OpenResponse(_message.Message):
         issued_at: _timestamp_pb2.Timestamp | None = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
         flow: Global___Flow | None = ...,
+        outcome: Global___Outcome | None = ...,
+        recording: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "flow", b"flow", "issued_at", b"issued_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "flow", b"flow", "issued_at", b"issued_at", "outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "flow", b"flow", "issued_at", b"issued_at", "payload", b"payload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "flow", b"flow", "issued_at", b"issued_at", "outcome", b"outcome", "payload", b"payload", "recording", b"recording"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OpenResponse: _TypeAlias = OpenResponse  # noqa: Y015
+
+@_typing.final
+class Outcome(_message.Message):
+    """Outcome is the answer an MCP server sent for a consumed state, as its
+    Record gave it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    RECORDED_AT_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """The bytes given to Record (at most the tenant's outcome limit)."""
+    @_builtins.property
+    def recorded_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was recorded."""
+
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+        recorded_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recorded_at", b"recorded_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "recorded_at", b"recorded_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
+
+@_typing.final
+class RecordRequest(_message.Message):
+    """RecordRequest records the outcome of a state an Open consumed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_STATE_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    request_state: _builtins.str
+    """The state exactly as the Open that consumed it with record_outcome got
+    it. It must be authentic; it may have expired since.
+    """
+    outcome: _builtins.bytes
+    """The answer sent for it. Bytes over the server's outcome limit are
+    refused (INVALID_ARGUMENT) and recorded as no outcome: retries of the
+    state are then ALREADY_CONSUMED. Empty records no outcome, the same way.
+    """
+    def __init__(
+        self,
+        *,
+        request_state: _builtins.str = ...,
+        outcome: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "request_state", b"request_state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordRequest: _TypeAlias = RecordRequest  # noqa: Y015
+
+@_typing.final
+class RecordResponse(_message.Message):
+    """RecordResponse confirms a Record."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEPT_UNTIL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def kept_until(self) -> _timestamp_pb2.Timestamp:
+        """When the ledger entry, and with it the outcome, goes away."""
+
+    def __init__(
+        self,
+        *,
+        kept_until: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kept_until", b"kept_until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kept_until", b"kept_until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordResponse: _TypeAlias = RecordResponse  # noqa: Y015

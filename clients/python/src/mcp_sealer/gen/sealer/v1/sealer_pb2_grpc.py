@@ -49,6 +49,11 @@ class SealerStub:
                 request_serializer=sealer_dot_v1_dot_sealer__pb2.OpenRequest.SerializeToString,
                 response_deserializer=sealer_dot_v1_dot_sealer__pb2.OpenResponse.FromString,
                 _registered_method=True)
+        self.Record = channel.unary_unary(
+                '/sealer.v1.Sealer/Record',
+                request_serializer=sealer_dot_v1_dot_sealer__pb2.RecordRequest.SerializeToString,
+                response_deserializer=sealer_dot_v1_dot_sealer__pb2.RecordResponse.FromString,
+                _registered_method=True)
 
 
 class SealerServicer:
@@ -69,7 +74,18 @@ class SealerServicer:
 
     def Open(self, request, context):
         """Open checks a requestState against the retry that presents it and returns
-        its payload. A one-time state opens once.
+        its payload. A one-time state opens once; with record_outcome, a later
+        retry of it that passes every other check gets the outcome recorded for
+        it instead (FORMAT.md, "Recorded outcomes").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Record(self, request, context):
+        """Record records the outcome of a state that an Open with record_outcome
+        consumed: the answer the MCP server sent for it. The first Record of a
+        state wins; a later one is ALREADY_CONSUMED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -87,6 +103,11 @@ def add_SealerServicer_to_server(servicer, server):
                     servicer.Open,
                     request_deserializer=sealer_dot_v1_dot_sealer__pb2.OpenRequest.FromString,
                     response_serializer=sealer_dot_v1_dot_sealer__pb2.OpenResponse.SerializeToString,
+            ),
+            'Record': grpc.unary_unary_rpc_method_handler(
+                    servicer.Record,
+                    request_deserializer=sealer_dot_v1_dot_sealer__pb2.RecordRequest.FromString,
+                    response_serializer=sealer_dot_v1_dot_sealer__pb2.RecordResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -148,6 +169,33 @@ class Sealer:
             '/sealer.v1.Sealer/Open',
             sealer_dot_v1_dot_sealer__pb2.OpenRequest.SerializeToString,
             sealer_dot_v1_dot_sealer__pb2.OpenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Record(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sealer.v1.Sealer/Record',
+            sealer_dot_v1_dot_sealer__pb2.RecordRequest.SerializeToString,
+            sealer_dot_v1_dot_sealer__pb2.RecordResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,7 +47,14 @@ class SealerStub:
     """
     Open: _grpc.UnaryUnaryMultiCallable[_sealer_pb2.OpenRequest, _sealer_pb2.OpenResponse]
     """Open checks a requestState against the retry that presents it and returns
-    its payload. A one-time state opens once.
+    its payload. A one-time state opens once; with record_outcome, a later
+    retry of it that passes every other check gets the outcome recorded for
+    it instead (FORMAT.md, "Recorded outcomes").
+    """
+    Record: _grpc.UnaryUnaryMultiCallable[_sealer_pb2.RecordRequest, _sealer_pb2.RecordResponse]
+    """Record records the outcome of a state that an Open with record_outcome
+    consumed: the answer the MCP server sent for it. The first Record of a
+    state wins; a later one is ALREADY_CONSUMED.
     """
 
 @_typing.type_check_only
@@ -66,7 +73,14 @@ class SealerAsyncStub(SealerStub):
     """
     Open: _aio.UnaryUnaryMultiCallable[_sealer_pb2.OpenRequest, _sealer_pb2.OpenResponse]  # type: ignore[assignment]
     """Open checks a requestState against the retry that presents it and returns
-    its payload. A one-time state opens once.
+    its payload. A one-time state opens once; with record_outcome, a later
+    retry of it that passes every other check gets the outcome recorded for
+    it instead (FORMAT.md, "Recorded outcomes").
+    """
+    Record: _aio.UnaryUnaryMultiCallable[_sealer_pb2.RecordRequest, _sealer_pb2.RecordResponse]  # type: ignore[assignment]
+    """Record records the outcome of a state that an Open with record_outcome
+    consumed: the answer the MCP server sent for it. The first Record of a
+    state wins; a later one is ALREADY_CONSUMED.
     """
 
 class SealerServicer(metaclass=_abc_1.ABCMeta):
@@ -94,7 +108,20 @@ class SealerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_sealer_pb2.OpenResponse, _abc.Awaitable[_sealer_pb2.OpenResponse]]:
         """Open checks a requestState against the retry that presents it and returns
-        its payload. A one-time state opens once.
+        its payload. A one-time state opens once; with record_outcome, a later
+        retry of it that passes every other check gets the outcome recorded for
+        it instead (FORMAT.md, "Recorded outcomes").
+        """
+
+    @_abc_1.abstractmethod
+    def Record(
+        self,
+        request: _sealer_pb2.RecordRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_sealer_pb2.RecordResponse, _abc.Awaitable[_sealer_pb2.RecordResponse]]:
+        """Record records the outcome of a state that an Open with record_outcome
+        consumed: the answer the MCP server sent for it. The first Record of a
+        state wins; a later one is ALREADY_CONSUMED.
         """
 
 def add_SealerServicer_to_server(servicer: SealerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
