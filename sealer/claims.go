@@ -87,7 +87,8 @@ type Expect struct {
 	MaxRounds uint32
 }
 
-// Opened is an authentic state that passed every check of Open.
+// Opened is an authentic state that passed every check of Open, or, from
+// Authenticate, one that authenticated with well-formed claims.
 type Opened struct {
 	Claims
 	// ID is the state's id, the key of the one-time ledger.

@@ -23,10 +23,18 @@
 // mcpdigest computes it; this package only carries and compares it, and so
 // needs nothing but the standard library and golang.org/x/crypto.
 //
+// # Recorded outcomes
+//
+// [SealOutcome] seals the answer an MCP server sent for a consumed one-time
+// state, bound to that state's id and the tenant, for the ledger to keep;
+// [OpenOutcome] opens it for a retry of the same state, once [Open] passed.
+// [Authenticate] names the state to record for, after it may have expired.
+//
 // # Test vectors
 //
-// testdata/vectors.json holds vectors for other implementations of
-// FORMAT.md, intermediate values included (schema: testdata/README.md).
-// go test -run TestVectors -update rewrites it; without -update the test
-// fails if the file is stale.
+// testdata/vectors.json, flows.json and outcomes.json hold vectors for
+// other implementations of FORMAT.md, intermediate values included
+// (schema: testdata/README.md). go test -run TestVectors -update rewrites
+// the first (TestFlowVectors and TestOutcomeVectors the others); without
+// -update each test fails if its file is stale.
 package sealer

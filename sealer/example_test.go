@@ -74,3 +74,53 @@ func ExampleOpen() {
 	// sealer: state expired
 	// sealer: invalid state
 }
+
+func ExampleSealOutcome() {
+	ring := exampleRing()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	d, _ := mcpdigest.Request("tools/call", []byte(`{"name":"book","arguments":{"seat":"12A"}}`))
+	state, _ := sealer.Seal(ring, "travel-team", sealer.Claims{
+		Principal: "alice", Request: d, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute), OneTime: true,
+	}, nil)
+
+	// The retry opened the one-time state; the handler answered, perhaps
+	// after the state expired. The answer is sealed to the state it served.
+	o, _ := sealer.Authenticate(ring, "travel-team", state)
+	answer := []byte(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"booked"}]}}`)
+	blob, err := sealer.SealOutcome(ring, "travel-team", o.ID, answer, now.Add(6*time.Minute))
+	if err != nil {
+		panic(err)
+	}
+
+	// A second retry of the same state passed every check of Open: it gets
+	// the recorded answer, and nothing opens it for another state.
+	outcome, at, err := sealer.OpenOutcome(ring, "travel-team", o.ID, blob)
+	fmt.Printf("%s at %s, %v\n", outcome, at.Format(time.TimeOnly), err)
+	_, _, err = sealer.OpenOutcome(ring, "travel-team", sealer.StateID{}, blob)
+	fmt.Println(err)
+	// Output:
+	// {"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"booked"}]}} at 12:06:00, <nil>
+	// sealer: invalid state
+}
+
+func ExampleAuthenticate() {
+	ring := exampleRing()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	d, _ := mcpdigest.Request("tools/call", []byte(`{"name":"book","arguments":{"seat":"12A"}}`))
+	state, _ := sealer.Seal(ring, "travel-team", sealer.Claims{
+		Principal: "alice", Request: d, IssuedAt: now, ExpiresAt: now.Add(5 * time.Minute), OneTime: true,
+	}, []byte("secret"))
+	h, _ := sealer.Inspect(state)
+
+	// An hour later the state has expired, but it is still authentic.
+	_, err := sealer.Open(ring, "travel-team", state, sealer.Expect{Principal: "alice", Request: d}, now.Add(time.Hour))
+	fmt.Println(err)
+	o, err := sealer.Authenticate(ring, "travel-team", state)
+	fmt.Println(err, o.ID == h.ID, o.OneTime, o.ExpiresAt.Format(time.TimeOnly), o.Payload == nil)
+	_, err = sealer.Authenticate(ring, "other-team", state)
+	fmt.Println(err)
+	// Output:
+	// sealer: state expired
+	// <nil> true true 12:05:00 true
+	// sealer: invalid state
+}

@@ -111,3 +111,34 @@ func FuzzRequestDigest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOpenOutcome checks that OpenOutcome never panics, returns nothing
+// with an error, opens only a blob that SealOutcome made for that tenant and
+// state id (the seal vectors of outcomes.json), finds everything else
+// invalid, and agrees with the opener written from FORMAT.md alone
+// (spec_outcome_test.go). The opening vectors seed the corpus.
+func FuzzOpenOutcome(f *testing.F) {
+	v := loadOutcomeVectors(f)
+	keys := vectorFile{Keys: v.Keys, Sealing: v.Sealing}
+	ring, material := vectorRing(f, keys), specRing(f, keys)
+	sealed := outcomeSealed(f, v)
+	for _, s := range v.Open {
+		f.Add(s.Tenant, mustHex(f, s.StateID), mustHex(f, s.Blob))
+	}
+	f.Fuzz(func(t *testing.T, tenant string, id, blob []byte) {
+		var sid sealer.StateID
+		copy(sid[:], id)
+		outcome, at, err := sealer.OpenOutcome(ring, tenant, sid, blob)
+		if got, step, _, _ := specOpenOutcome(material, tenant, sid[:], blob, outcomeMistakes{}); got != map[bool]string{true: "ok", false: "invalid"}[err == nil] {
+			t.Fatalf("OpenOutcome says %v, FORMAT.md (spec_outcome_test.go) %s at step %d", err, got, step)
+		}
+		switch {
+		case err != nil && (outcome != nil || !at.IsZero()):
+			t.Fatalf("got %x, %v with error %v", outcome, at, err)
+		case err != nil && !errors.Is(err, sealer.ErrInvalid):
+			t.Fatalf("got %v, want ErrInvalid", err)
+		case err == nil && !sealed[[3]string{tenant, string(sid[:]), string(blob)}]:
+			t.Fatalf("opened a blob SealOutcome never made for tenant %q and state %s: %x", tenant, sid, blob)
+		}
+	})
+}

@@ -16,16 +16,54 @@ func Open(ring Keys, tenant, state string, want Expect, now time.Time) (*Opened,
 	return open(ring, tenant, state, want, now, true)
 }
 
+// Authenticate returns the claims of state if it is an authentic state
+// sealed for tenant by a version in the ring, without judging them (no
+// expiry, principal, request, flow or input check): for a caller that must
+// name the state it opened before, after it may have expired (recording its
+// outcome, FORMAT.md, "Recorded outcomes"). Opened.Principal and Request are
+// zero (only their hashes are sealed); Payload is nil and the plaintext is
+// zeroed. A state that is not authentic, or whose claims are malformed
+// (FORMAT.md, "Opening", step 6), is ErrInvalid.
+func Authenticate(ring Keys, tenant, state string) (*Opened, error) {
+	pt, h, err := unseal(ring, tenant, state)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(pt)
+	c, _, ok := decodeClaims(pt, h.Version == FlowVersion)
+	if !ok {
+		return nil, ErrInvalid
+	}
+	return &Opened{Claims: c, ID: h.ID, KeyVersion: h.KeyVersion}, nil
+}
+
 // open is Open; checkInputs false skips step 12, for Continue.
 func open(ring Keys, tenant, state string, want Expect, now time.Time, checkInputs bool) (*Opened, error) {
+	pt, h, err := unseal(ring, tenant, state)
+	if err != nil {
+		return nil, err
+	}
+	o, err := judge(pt, h.Version == FlowVersion, want, now, checkInputs)
+	if err != nil {
+		clear(pt)
+		return nil, err
+	}
+	o.KeyVersion, o.ID = h.KeyVersion, h.ID
+	return o, nil
+}
+
+// unseal authenticates state as sealed for tenant by a version in the ring
+// (FORMAT.md, "Opening", steps 1 to 5), and returns its plaintext and
+// header. On error the decrypted buffer is zeroed.
+func unseal(ring Keys, tenant, state string) (pt []byte, h Header, err error) {
 	if !wellFormed(state) {
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
 	// One buffer holds the blob and, past its end, the associated data.
 	buf := make([]byte, b64.DecodedLen(len(state))+headerLen+len(tenant))
 	n, err := b64.Decode(buf, []byte(state))
 	if err != nil {
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
 	buf = buf[:n]
 	overhead := Overhead
@@ -34,32 +72,27 @@ func open(ring Keys, tenant, state string, want Expect, now time.Time, checkInpu
 	case FlowVersion:
 		overhead = FlowOverhead
 	default:
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
 	if n < overhead || n > overhead+MaxPayload {
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
 	kv := binary.BigEndian.Uint32(buf[1:headerLen])
 	aead, ok := ring.Opener(kv, tenant)
 	if !ok {
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
 	ad := appendAD(buf[len(buf):], buf[:headerLen], tenant)
 	nonce := buf[headerLen : headerLen+nonceLen]
 	ct := buf[headerLen+nonceLen:]
-	pt, err := aead.Open(ct[:0], nonce, ct, ad)
+	pt, err = aead.Open(ct[:0], nonce, ct, ad)
 	if err != nil {
 		clear(ct)
-		return nil, ErrInvalid
+		return nil, h, ErrInvalid
 	}
-	o, err := judge(pt, buf[0] == FlowVersion, want, now, checkInputs)
-	if err != nil {
-		clear(pt)
-		return nil, err
-	}
-	o.KeyVersion = kv
-	copy(o.ID[:], nonce)
-	return o, nil
+	h = Header{Version: buf[0], KeyVersion: kv}
+	copy(h.ID[:], nonce)
+	return pt, h, nil
 }
 
 // judge decodes the claims of an authentic plaintext and checks them in the

@@ -18,7 +18,7 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/vectors.json (go test ./sealer/ -run TestVectors -update) and testdata/flows.json (-run TestFlowVectors -update)")
+var update = flag.Bool("update", false, "rewrite testdata/vectors.json (go test ./sealer/ -run TestVectors -update), testdata/flows.json (-run TestFlowVectors -update) and testdata/outcomes.json (-run TestOutcomeVectors -update)")
 
 const vectorsPath = "testdata/vectors.json"
 
