@@ -33,15 +33,37 @@ import (
 // The store's keys: one entry per consumed state and per flow, the random
 // id first, so that keys differ from their first bytes on.
 //
-//	'i' || id || tenant -> u64 until (Unix ms)
-//	'f' || id || tenant -> u64 until || u32 highest round opened
+//	'i' || id || tenant -> u64 until (Unix ms) || outcome state
+//	'f' || id || tenant -> u64 until || u32 highest round opened || outcome state
 //	"mcut"              -> u64 the highest sweep cut (Unix ms)
+//
+// The outcome state (Recorder) follows the fixed part, so that a sweep
+// reads every entry's until from its first 8 bytes, and an entry an
+// earlier release wrote, without one, reads as consumed without a claim:
+//
+//	(nothing)              consumed without a claim: no outcome will come
+//	'p' || u64 deadline    claimed, outcome pending until deadline (Unix ms)
+//	'o' || outcome         the outcome recorded, non-empty
+//	'n'                    recorded that none will come
 //
 // There is no index by expiry: a sweep reads every entry, in chunks, which
 // costs a consume nothing, where an index doubled what each consume writes.
 const (
 	kindID   byte = 'i'
 	kindFlow byte = 'f'
+)
+
+// The sizes of the fixed part of an entry's value, by kind.
+const (
+	idFixed   = 8
+	flowFixed = 12
+)
+
+// The outcome states.
+const (
+	statePending byte = 'p'
+	stateOutcome byte = 'o'
+	stateNone    byte = 'n'
 )
 
 // cutKey holds the highest cut a sweep used: every entry deleted expired
@@ -317,49 +339,63 @@ func (l *Ledger) Err() error {
 
 // Consume implements ledger.Ledger.
 func (l *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	k := entryKey(kindID, id[:], tenant)
-	return l.write(ctx, k, until, func(old []byte, b *pebble.Batch) (bool, error) {
+	return l.consume(ctx, tenant, id, until, nil)
+}
+
+// consume records id as consumed, with the outcome state claim (nil: none).
+func (l *Ledger) consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time, claim []byte) error {
+	return l.write(ctx, entryKey(kindID, id[:], tenant), until, func(old []byte) ([]byte, error) {
 		if old != nil {
-			return false, nil
+			return nil, ledger.ErrConsumed
 		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], uint64(until.UnixMilli()))
-		return true, b.Set(k, v[:], nil)
+		v := binary.BigEndian.AppendUint64(make([]byte, 0, idFixed+len(claim)), uint64(until.UnixMilli()))
+		return append(v, claim...), nil
 	})
 }
 
 // Advance implements ledger.Ledger. The entry keeps the latest until it
 // was given, so that it lives as long as the longest-lived call asked.
 func (l *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	k := entryKey(kindFlow, flow[:], tenant)
-	return l.write(ctx, k, until, func(old []byte, b *pebble.Batch) (bool, error) {
-		var v [12]byte
+	return l.advance(ctx, tenant, flow, round, until, nil)
+}
+
+// advance records round as flow's highest, with the outcome state claim
+// (nil: none); the state of the round before goes with it.
+func (l *Ledger) advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time, claim []byte) error {
+	return l.write(ctx, entryKey(kindFlow, flow[:], tenant), until, func(old []byte) ([]byte, error) {
+		v := make([]byte, flowFixed, flowFixed+len(claim))
 		binary.BigEndian.PutUint64(v[:8], uint64(until.UnixMilli()))
 		binary.BigEndian.PutUint32(v[8:], round)
-		if len(old) == len(v) {
+		if len(old) >= flowFixed {
 			if binary.BigEndian.Uint32(old[8:]) >= round {
-				return false, nil
+				return nil, ledger.ErrConsumed
 			}
 			if binary.BigEndian.Uint64(old[:8]) > binary.BigEndian.Uint64(v[:8]) {
 				copy(v[:8], old[:8])
 			}
 		}
-		return true, b.Set(k, v[:], nil)
+		return append(v, claim...), nil
 	})
 }
 
-// write reads the entry k under its stripe, lets decide fill a batch from
-// the old value (nil: none), and commits the batch durably if decide says
-// the call wins. A call that does not win is ErrConsumed.
-func (l *Ledger) write(ctx context.Context, k []byte, until time.Time, decide func(old []byte, b *pebble.Batch) (bool, error)) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
-	}
+// write is update for a call that consumes: refused when until is not in
+// the future or the clock is behind the last sweep (ClockBehind).
+func (l *Ledger) write(ctx context.Context, k []byte, until time.Time, decide func(old []byte) ([]byte, error)) error {
 	if _, err := ledger.Remaining(until); err != nil {
 		return err
 	}
 	if err := l.ClockBehind(wallclock.Now()); err != nil {
 		return err
+	}
+	return l.update(ctx, k, decide)
+}
+
+// update reads the entry k under its stripe, lets decide make its new
+// value from the old one (nil: none), and commits it durably. An error of
+// decide's refuses the call as it is.
+func (l *Ledger) update(ctx context.Context, k []byte, decide func(old []byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
 	l.life.RLock()
 	defer l.life.RUnlock()
@@ -373,14 +409,14 @@ func (l *Ledger) write(ctx context.Context, k []byte, until time.Time, decide fu
 	if err != nil {
 		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
+	v, err := decide(old)
+	if err != nil {
+		return err
+	}
 	b := l.db.NewBatch()
 	defer b.Close()
-	wins, err := decide(old, b)
-	switch {
-	case err != nil:
+	if err := b.Set(k, v, nil); err != nil {
 		return fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
-	case !wins:
-		return ledger.ErrConsumed
 	}
 	return l.commit(b, pebble.Sync)
 }
@@ -528,8 +564,10 @@ func (l *Ledger) sweepStep(kind byte, lower []byte, cut uint64) (int, []byte, er
 		return 0, nil, fmt.Errorf("ledger: sweep: %v", err)
 	}
 	if kind == kindID {
-		// A consumed state's entry never changes once written, so it goes
-		// without taking its stripe.
+		// A consumed state's until never changes once written (Record
+		// keeps it), so its entry goes without taking its stripe; a
+		// Record racing the deletion may write it back, still expired,
+		// for the next sweep.
 		return len(expired), next, l.deleteAll(expired)
 	}
 	n := 0

@@ -277,3 +277,82 @@ func TestEmbedded_ClockBehindTheHighestSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedded_R6_OutcomesSurviveRestart: a recorded outcome and a
+// pending claim are durable: after closing and opening the store again the
+// outcome comes back, and the claim still waits for its record.
+func TestEmbedded_R6_OutcomesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx, until := context.Background(), time.Now().Add(time.Hour)
+	recorded, pending := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{Flow: sealer.FlowID{2}, Round: 3}
+	l, err := embedded.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []ledger.Entry{recorded, pending} {
+		if err := l.Claim(ctx, "t", e, until, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Record(ctx, "t", recorded, []byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir)
+	if got, err := l.Outcome(ctx, "t", recorded); err != nil || string(got) != "answer" {
+		t.Errorf("outcome after reopening: got %q, %v, want answer", got, err)
+	}
+	if _, err := l.Outcome(ctx, "t", pending); !errors.Is(err, ledger.ErrPending) {
+		t.Errorf("claim after reopening: got %v, want ErrPending", err)
+	}
+	if err := l.Claim(ctx, "t", pending, until, time.Hour); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("claim again after reopening: got %v, want ErrConsumed", err)
+	}
+	if err := l.Record(ctx, "t", pending, []byte("later")); err != nil {
+		t.Errorf("record after reopening: got %v, want nil", err)
+	}
+}
+
+// TestEmbedded_R7_SweepDeletesOutcomesWithTheirEntries: an outcome goes
+// with its entry at its until, and a record or an advance past a claim
+// keeps the entry's until, which the sweep reads from its first bytes.
+func TestEmbedded_R7_SweepDeletesOutcomesWithTheirEntries(t *testing.T) {
+	l := open(t, t.TempDir())
+	ctx, now := context.Background(), time.Now()
+	soon, late := now.Add(time.Minute), now.Add(time.Hour)
+	entries := map[ledger.Entry]time.Time{
+		{ID: sealer.StateID{1}}: soon, {ID: sealer.StateID{2}}: late,
+		{Flow: sealer.FlowID{1}, Round: 1}: soon, {Flow: sealer.FlowID{2}, Round: 1}: late,
+	}
+	for e, until := range entries {
+		if err := l.Claim(ctx, "t", e, until, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Record(ctx, "t", e, []byte("answer")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A later round given an earlier until: the flow lives until the later.
+	if err := l.Advance(ctx, "t", sealer.FlowID{2}, 1, soon); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("round 1 again after its record: got %v, want ErrConsumed", err)
+	}
+	if err := l.Advance(ctx, "t", sealer.FlowID{2}, 2, soon); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Sweep(now.Add(2 * time.Minute)); err != nil || n != 2 {
+		t.Fatalf("swept %d, %v; want 2", n, err)
+	}
+	for e, until := range entries {
+		got, err := l.Outcome(ctx, "t", e)
+		switch {
+		case until == soon && !errors.Is(err, ledger.ErrGone):
+			t.Errorf("%+v after the sweep: got %q, %v, want ErrGone", e, got, err)
+		case until == late && e.Round == 0 && string(got) != "answer":
+			t.Errorf("%+v after the sweep: got %q, %v, want answer", e, got, err)
+		case until == late && e.Round == 1 && !errors.Is(err, ledger.ErrConsumed):
+			t.Errorf("%+v after the sweep and round 2: got %q, %v, want ErrConsumed (the flow kept, at round 2)", e, got, err)
+		}
+	}
+}

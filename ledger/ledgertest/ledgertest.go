@@ -1,4 +1,5 @@
-// Package ledgertest is the conformance suite every ledger.Ledger passes.
+// Package ledgertest is the conformance suite every ledger.Ledger passes,
+// and every ledger.Recorder too.
 package ledgertest
 
 import (
@@ -151,6 +152,7 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 	})
 
 	runAdvance(t, newSubject)
+	runOutcomes(t, newSubject)
 }
 
 func newFlow() sealer.FlowID { return sealer.FlowID(newID()) }

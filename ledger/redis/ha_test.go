@@ -167,6 +167,69 @@ func TestRedis_Replicas_Wait(t *testing.T) {
 	}
 }
 
+// TestRedis_Replicas_Outcomes: with Replicas 1, claims and records
+// return once the replica holds them. With the replica gone, a claim is
+// refused and undone (a flow's goes back to its round before, without
+// that round's outcome), and a record is refused but stays: it is the
+// outcome of a handler that ran.
+func TestRedis_Replicas_Outcomes(t *testing.T) {
+	primary := testredis.Start(t, false, aclUser("~sealer:v1:flow:*", "+get", "+pttl", "+wait", "+del")...)
+	_, port, _ := strings.Cut(primary.Addr, ":")
+	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
+	testredis.WaitLinked(t, replica)
+	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: 400 * time.Millisecond, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, until := context.Background(), time.Now().Add(time.Minute)
+	flow := sealer.FlowID{9}
+	acked, unacked, round1 := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{ID: sealer.StateID{2}}, ledger.Entry{Flow: flow, Round: 1}
+	for _, e := range []ledger.Entry{acked, unacked, round1} {
+		if err := r.Claim(ctx, "t", e, until, time.Minute); err != nil {
+			t.Fatalf("claim %+v: %v", e, err)
+		}
+	}
+	for _, e := range []ledger.Entry{acked, round1} {
+		if err := r.Record(ctx, "t", e, []byte("answer")); err != nil {
+			t.Fatalf("record %+v: %v", e, err)
+		}
+	}
+	if v, err := replica.Client(t).Get(ctx, keyOf("t", 1)).Result(); err != nil || v != "1oanswer" {
+		t.Fatalf("the replica holds %q, %v; want the record, 1oanswer", v, err)
+	}
+
+	replica.Stop(t)
+	if err := r.Record(ctx, "t", unacked, []byte("answer")); !errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 replicas") {
+		t.Fatalf("record, replica stopped: got %v, want ErrUnavailable: 0 of 1 replicas", err)
+	}
+	if got, err := r.Outcome(ctx, "t", unacked); err != nil || string(got) != "answer" {
+		t.Fatalf("outcome of the unacknowledged record: got %q, %v; want it kept", got, err)
+	}
+	if err := r.Claim(ctx, "t", ledger.Entry{ID: sealer.StateID{3}}, until, time.Minute); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("claim of a state, replica stopped: got %v, want ErrUnavailable", err)
+	}
+	if n, _ := primary.Client(t).Exists(ctx, keyOf("t", 3)).Result(); n != 0 {
+		t.Fatalf("the unacknowledged claim's key is still on the primary")
+	}
+	round2 := ledger.Entry{Flow: flow, Round: 2}
+	if err := r.Claim(ctx, "t", round2, until, time.Minute); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Fatalf("claim of round 2, replica stopped: got %v, want ErrUnavailable", err)
+	}
+	if _, err := r.Outcome(ctx, "t", round2); !errors.Is(err, ledger.ErrGone) {
+		t.Fatalf("round 2 after its claim was undone: got %v, want ErrGone", err)
+	}
+	if _, err := r.Outcome(ctx, "t", round1); !errors.Is(err, ledger.ErrConsumed) {
+		t.Fatalf("round 1 after the undo: got %v, want ErrConsumed (its outcome went with the advance)", err)
+	}
+
+	replica.Restart(t)
+	testredis.WaitLinked(t, replica)
+	if err := r.Claim(ctx, "t", round2, until, time.Minute); err != nil {
+		t.Fatalf("claim of round 2 with the replica back: %v", err)
+	}
+}
+
 // TestRedis_Cluster_WaitOnTheKeysMaster: on a Cluster, WAIT goes to the
 // master that took the SET: with one master's replica stopped, consumes of
 // keys on that master are refused and the others are not.

@@ -31,45 +31,76 @@ const (
 	flowPrefix = "sealer:v1:flow:"
 )
 
+// An entry is one key whose value is the round it holds, in decimal (a
+// state id's entry holds round 1: it opens once), then the state of its
+// outcome (Recorder):
+//
+//	(nothing)          consumed without a claim: no outcome will come
+//	'p' deadline       claimed, outcome pending until deadline (Unix ms, Redis's clock)
+//	'o' outcome        the outcome recorded, non-empty
+//	'n'                recorded that none will come
+//
+// So "1" and a bare round, all that an earlier release wrote, read as
+// consumed without a claim, and an earlier release that reads a claimed
+// flow's value fails its script: it refuses the open, never repeats it.
+// An outcome is part of its entry's value: it lives exactly as long as the
+// entry, on the same node (one key per script, one slot of a Cluster).
+
 // The scripts judge every deadline on the ledger's clock: an entry lives
 // until the absolute time the caller gives (PXAT), which the state itself
 // fixes (its expiry plus the retention), so no replica's clock, stepped or
 // wrong, shortens it; and a call that reaches Redis at or after that time
 // records nothing and answers -2 (too late). TIME in a script needs Redis's
-// effects replication, the default since Redis 5.
+// effects replication, the default since Redis 5. claimed is the outcome
+// state a consume or an advance writes: none, or pending for wait ms (a
+// Claim) from now.
 const nowScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function claimed(wait)
+  if not wait then return '' end
+  return 'p' .. string.format('%d', now + tonumber(wait))
+end
 `
 
 // consumeScript records KEYS[1] as consumed until ARGV[1] (Unix ms) if it
-// is not: 0, or -1 when it is.
+// is not, claimed for ARGV[2] ms when given: 0, or -1 when it is.
 var consumeScript = goredis.NewScript(nowScript + `
 if now >= tonumber(ARGV[1]) then return -2 end
-if redis.call('SET', KEYS[1], '1', 'NX', 'PXAT', ARGV[1]) then return 0 end
+if redis.call('SET', KEYS[1], '1' .. claimed(ARGV[2]), 'NX', 'PXAT', ARGV[1]) then return 0 end
 return -1`)
 
 // advanceScript records ARGV[1] as the flow's highest round, until at
-// least ARGV[2] (Unix ms; an entry that lives longer keeps its expiry), if
-// it is above the round recorded. It returns the round recorded before (0
-// for none), or -1 when the round is not above it.
+// least ARGV[2] (Unix ms; an entry that lives longer keeps its expiry),
+// claimed for ARGV[3] ms when given, if it is above the round recorded;
+// the outcome state of the round before goes with it. It returns the round
+// recorded before (0 for none), or -1 when the round is not above it.
 var advanceScript = goredis.NewScript(nowScript + `
 local untilMs = tonumber(ARGV[2])
 if now >= untilMs then return -2 end
-local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+local old = redis.call('GET', KEYS[1])
+local prev = 0
+if old then
+  prev = tonumber(string.match(old, '^%d+'))
+  if not prev then return -5 end
+end
 if prev >= tonumber(ARGV[1]) then return -1 end
+local v = ARGV[1] .. claimed(ARGV[3])
 if now + redis.call('PTTL', KEYS[1]) > untilMs then
-  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+  redis.call('SET', KEYS[1], v, 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
+  redis.call('SET', KEYS[1], v, 'PXAT', ARGV[2])
 end
 return prev`)
 
 // retreatScript undoes an advance that the replicas did not acknowledge:
 // if the flow's round is still ARGV[1], it goes back to ARGV[2] (deleted
-// for 0), keeping its expiry.
+// for 0), keeping its expiry. The round before comes back without the
+// outcome it may have had: a retry of it is then refused instead of
+// answered, which fails closed.
 var retreatScript = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local v = redis.call('GET', KEYS[1])
+if not v or string.match(v, '^%d+') ~= ARGV[1] then return 0 end
 if ARGV[2] == '0' then return redis.call('DEL', KEYS[1]) end
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1`)
@@ -110,9 +141,9 @@ type Options struct {
 	CAFile string
 	// Timeout bounds every Redis call, dial included. Zero means 500ms.
 	Timeout time.Duration
-	// Replicas, when above zero, makes a consume wait until that many
-	// replicas of the primary that holds the key acknowledge it (WAIT),
-	// within Timeout; see Consume.
+	// Replicas, when above zero, makes a consume, an advance, a claim or
+	// a record wait until that many replicas of the primary that holds
+	// the key acknowledge it (WAIT), within Timeout; see write and Record.
 	Replicas int
 }
 
@@ -281,12 +312,22 @@ func redisKey(tenant string, id sealer.StateID) string {
 	return keyPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(id[:])
 }
 
+// flowKey is the key of a flow, in the same shape.
+func flowKey(tenant string, flow sealer.FlowID) string {
+	return flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
+}
+
 // Consume implements ledger.Ledger with consumeScript: SET NX PXAT until,
 // on Redis's clock (see nowScript). A consume too few replicas acknowledge
 // is deleted again (see write).
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	key := redisKey(tenant, id)
-	return r.write(ctx, consumeScript, key, []any{until.UnixMilli()}, func(ctx context.Context, conn *goredis.Conn, _ int64) {
+	return r.consume(ctx, redisKey(tenant, id), until.UnixMilli())
+}
+
+// consume runs consumeScript on key; a wait in ms, when given, makes it a
+// claim.
+func (r *Ledger) consume(ctx context.Context, key string, until int64, wait ...any) error {
+	return r.write(ctx, consumeScript, key, append([]any{until}, wait...), func(ctx context.Context, conn *goredis.Conn, _ int64) {
 		conn.Del(ctx, key)
 	})
 }
@@ -296,8 +337,13 @@ func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, 
 // advance too few replicas acknowledge goes back to the round before it,
 // if the flow is still at its round (see write).
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	key := flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
-	return r.write(ctx, advanceScript, key, []any{round, until.UnixMilli()}, func(ctx context.Context, conn *goredis.Conn, prev int64) {
+	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli())
+}
+
+// advance runs advanceScript on key; a wait in ms, when given, makes it a
+// claim.
+func (r *Ledger) advance(ctx context.Context, key string, round uint32, until int64, wait ...any) error {
+	return r.write(ctx, advanceScript, key, append([]any{round, until}, wait...), func(ctx context.Context, conn *goredis.Conn, prev int64) {
 		retreatScript.Eval(ctx, conn, []string{key}, round, prev)
 	})
 }
@@ -305,10 +351,10 @@ func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID,
 // write runs script on key and maps its answer (scriptResult). With
 // Replicas set, the script is followed on the same connection, so on the
 // primary that holds key, by WAIT Replicas, half the timeout: a write that
-// fewer replicas acknowledge is ErrUnavailable, and undo runs on that
-// connection with the script's answer, so that a retry can write once it
-// is acknowledged. If the undo does not land, the write stays: the state
-// or round is refused, never opened twice.
+// fewer replicas acknowledge is ErrUnavailable, and undo, when not nil,
+// runs on that connection with the script's answer, so that a retry can
+// write once it is acknowledged. If the undo does not land, the write
+// stays: the state or round is refused, never opened twice.
 func (r *Ledger) write(ctx context.Context, script *goredis.Script, key string, args []any, undo func(context.Context, *goredis.Conn, int64)) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -338,23 +384,40 @@ func (r *Ledger) write(ctx context.Context, script *goredis.Script, key string, 
 	if err == nil && acked >= int64(r.replicas) {
 		return nil
 	}
-	undo(ctx, conn, answer)
+	if undo != nil {
+		undo(ctx, conn, answer)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the write", ledger.ErrUnavailable, acked, r.replicas)
 }
 
-// scriptResult maps the answer of consumeScript and advanceScript: -1
-// consumed, -2 too late, any other negative a surprise.
+// The scripts' negative answers: what scriptResult maps them to.
+const (
+	answerConsumed = -1 // ledger.ErrConsumed
+	answerTooLate  = -2 // ledger.ErrTooLate
+	answerGone     = -3 // ledger.ErrGone
+	answerPending  = -4 // ledger.ErrPending
+	answerDamaged  = -5 // a value no release writes
+)
+
+// scriptResult maps the answer of a script: a negative one is one of the
+// answers above, or a surprise.
 func scriptResult(res int64, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
-	case res == -1:
+	case res == answerConsumed:
 		return ledger.ErrConsumed
-	case res == -2:
+	case res == answerTooLate:
 		return ledger.ErrTooLate
+	case res == answerGone:
+		return ledger.ErrGone
+	case res == answerPending:
+		return ledger.ErrPending
+	case res == answerDamaged:
+		return fmt.Errorf("%w: redis holds an entry no release writes", ledger.ErrUnavailable)
 	case res < 0:
 		return fmt.Errorf("%w: redis answered %d", ledger.ErrUnavailable, res)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +41,15 @@ func TestRedis_Conformance(t *testing.T) {
 		r := newRedis(t, own.URL())
 		return ledgertest.Subject{
 			Ledger: r,
-			// An entry expires at its until on Redis's clock (PXAT): wait
-			// until that clock has passed it, however slow the machine.
+			// An entry expires at its until on Redis's clock (PXAT, whole
+			// milliseconds, expired once the clock's millisecond is past
+			// it): wait until that clock has passed it, however slow the
+			// machine.
 			Expire: func(t *testing.T, until time.Time) {
 				c := own.Client(t)
 				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 					now, err := c.Time(t.Context()).Result()
-					if err == nil && now.After(until) {
+					if err == nil && now.UnixMilli() > until.UnixMilli() {
 						return
 					}
 					if time.Now().After(deadline) {
@@ -235,5 +238,133 @@ func TestRedis_ClockOffsetOfOneClockIsWithinItsMargin(t *testing.T) {
 	srv.Stop(t)
 	if _, _, err := r.ClockOffset(context.Background()); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("redis stopped: got %v, want ErrUnavailable", err)
+	}
+}
+
+// TestRedis_ACLUser_Outcomes checks the ACL that recorded outcomes need:
+// docs/OPERATIONS.md's user with flows (GET and PTTL besides SET) claims,
+// records and reads outcomes of states and flows. Without +get a state's
+// claim still wins (it only SETs), and recording or reading its outcome
+// is refused.
+func TestRedis_ACLUser_Outcomes(t *testing.T) {
+	keys := []string{"~sealer:v1:consumed:*", "~sealer:v1:flow:*", "+eval", "+evalsha", "+set", "+pttl", "+time", "+ping"}
+	args := append(append([]string{"--user", "sealer", "on", ">s3cret-pw", "+get"}, keys...), "--user", "noget", "on", ">s3cret-pw")
+	srv := testredis.Start(t, false, append(args, keys...)...)
+	ok := newRedis(t, "redis://sealer:s3cret-pw@"+srv.Addr+"/0")
+	narrow := newRedis(t, "redis://noget:s3cret-pw@"+srv.Addr+"/0")
+	ctx, until := context.Background(), time.Now().Add(time.Minute)
+	for _, e := range []ledger.Entry{{ID: sealer.StateID{7}}, {Flow: sealer.FlowID{7}, Round: 3}} {
+		if err := ok.Claim(ctx, "t", e, until, time.Minute); err != nil {
+			t.Fatalf("claim %+v: %v", e, err)
+		}
+		if _, err := ok.Outcome(ctx, "t", e); !errors.Is(err, ledger.ErrPending) {
+			t.Fatalf("outcome %+v before the record: got %v, want ErrPending", e, err)
+		}
+		if err := ok.Record(ctx, "t", e, []byte("answer")); err != nil {
+			t.Fatalf("record %+v: %v", e, err)
+		}
+		if got, err := ok.Outcome(ctx, "t", e); err != nil || string(got) != "answer" {
+			t.Fatalf("outcome %+v: got %q, %v, want answer", e, got, err)
+		}
+	}
+
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), "can't run") {
+			t.Errorf("%s without +get: got %v, want ErrUnavailable: can't run", what, err)
+		}
+	}
+	state := ledger.Entry{ID: sealer.StateID{8}}
+	if err := narrow.Claim(ctx, "t", state, until, time.Minute); err != nil {
+		t.Fatalf("claim of a state without +get: %v", err)
+	}
+	refused("record", narrow.Record(ctx, "t", state, []byte("answer")))
+	_, err := narrow.Outcome(ctx, "t", state)
+	refused("outcome", err)
+	refused("claim of a flow", narrow.Claim(ctx, "t", ledger.Entry{Flow: sealer.FlowID{8}, Round: 1}, until, time.Minute))
+}
+
+// TestRedis_OutcomeValues pins the values an entry takes, which replicas
+// of other releases read: a claim is pending until a deadline on Redis's
+// clock, a record keeps the key's expiry, and the values an earlier
+// release wrote ("1", a bare round) read as consumed without a claim.
+func TestRedis_OutcomeValues(t *testing.T) {
+	srv := testredis.Start(t, false)
+	r := newRedis(t, srv.URL())
+	admin := srv.Client(t)
+	ctx := context.Background()
+	until := time.Now().Add(time.Minute)
+	state, flow := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{Flow: sealer.FlowID{2}, Round: 5}
+	stateKey := "sealer:v1:consumed:1:t:01000000000000000000000000000000"
+	flowKey := "sealer:v1:flow:1:t:02000000000000000000000000000000"
+	value := func(key string) string {
+		t.Helper()
+		v, err := admin.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("GET %s: %v", key, err)
+		}
+		return v
+	}
+
+	before, err := admin.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []ledger.Entry{state, flow} {
+		if err := r.Claim(ctx, "t", e, until, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, round := range map[string]string{stateKey: "1", flowKey: "5"} {
+		v := value(key)
+		deadline, err := strconv.ParseInt(strings.TrimPrefix(v, round+"p"), 10, 64)
+		if err != nil || !strings.HasPrefix(v, round+"p") {
+			t.Fatalf("claimed %s: got %q, want %sp and a deadline", key, v, round)
+		}
+		if lo := before.Add(10 * time.Second).UnixMilli(); deadline < lo || deadline > lo+10_000 {
+			t.Errorf("claimed %s: deadline %d, want 10 s after Redis's time of the claim, %d", key, deadline, lo)
+		}
+	}
+	if err := r.Record(ctx, "t", state, []byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(ctx, "t", flow, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(stateKey); v != "1oanswer" {
+		t.Errorf("recorded state: got %q, want 1oanswer", v)
+	}
+	if v := value(flowKey); v != "5n" {
+		t.Errorf("flow recorded with none: got %q, want 5n", v)
+	}
+	for _, key := range []string{stateKey, flowKey} {
+		if got := admin.PExpireTime(ctx, key).Val().Milliseconds(); got != until.UnixMilli() {
+			t.Errorf("%s expires after the record at %d, want %d, the until claimed", key, got, until.UnixMilli())
+		}
+	}
+
+	// What an earlier release wrote.
+	admin.Set(ctx, stateKey, "1", time.Minute)
+	admin.Set(ctx, flowKey, "5", time.Minute)
+	for _, e := range []ledger.Entry{state, flow} {
+		if _, err := r.Outcome(ctx, "t", e); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("outcome %+v of an earlier release's entry: got %v, want ErrConsumed", e, err)
+		}
+		if err := r.Record(ctx, "t", e, []byte("answer")); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("record %+v on an earlier release's entry: got %v, want ErrConsumed", e, err)
+		}
+	}
+	if err := r.Advance(ctx, "t", flow.Flow, 5, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("round 5 again: got %v, want ErrConsumed", err)
+	}
+	if err := r.Claim(ctx, "t", ledger.Entry{Flow: flow.Flow, Round: 6}, until, time.Minute); err != nil {
+		t.Errorf("claim of round 6 after an earlier release's round 5: got %v, want nil", err)
+	}
+	if err := r.Advance(ctx, "t", flow.Flow, 6, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("round 6 after its claim: got %v, want ErrConsumed", err)
+	}
+	admin.Set(ctx, flowKey, "x5", time.Minute)
+	if err := r.Advance(ctx, "t", flow.Flow, 7, until); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("a value no release writes: got %v, want ErrUnavailable", err)
 	}
 }

@@ -1,0 +1,112 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/mcp-sealer/sealer/internal/wallclock"
+	"github.com/mcp-sealer/sealer/ledger"
+)
+
+var _ ledger.Recorder = (*Ledger)(nil)
+
+// Claim implements ledger.Recorder: Consume or Advance, with the entry
+// pending until wait has passed on this host's clock.
+func (l *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until time.Time, wait time.Duration) error {
+	claim := binary.BigEndian.AppendUint64([]byte{statePending}, uint64(wallclock.Now().Add(max(0, wait)).UnixMilli()))
+	if e.Round == 0 {
+		return l.consume(ctx, tenant, e.ID, until, claim)
+	}
+	return l.advance(ctx, tenant, e.Flow, e.Round, until, claim)
+}
+
+// Record implements ledger.Recorder: the entry keeps its fixed part, so
+// its until, and takes the outcome as its state, committed durably.
+func (l *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outcome []byte) error {
+	k, fixed := outcomeKey(tenant, e)
+	return l.update(ctx, k, func(old []byte) ([]byte, error) {
+		state, err := stateAt(old, fixed, e.Round)
+		switch {
+		case err != nil:
+			return nil, err
+		case len(state) == 0 || state[0] != statePending:
+			return nil, ledger.ErrConsumed
+		}
+		v := append(make([]byte, 0, fixed+1+len(outcome)), old[:fixed]...)
+		if len(outcome) == 0 {
+			return append(v, stateNone), nil
+		}
+		return append(append(v, stateOutcome), outcome...), nil
+	})
+}
+
+// Outcome implements ledger.Recorder, with the end of a claim's wait
+// judged on this host's clock.
+func (l *Ledger) Outcome(ctx context.Context, tenant string, e ledger.Entry) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
+	}
+	k, fixed := outcomeKey(tenant, e)
+	l.life.RLock()
+	defer l.life.RUnlock()
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	v, err := l.get(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
+	}
+	state, err := stateAt(v, fixed, e.Round)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(state) == 0 || state[0] == stateNone:
+		return nil, ledger.ErrConsumed
+	case state[0] == stateOutcome && len(state) > 1:
+		return state[1:], nil
+	case state[0] == statePending && len(state) == 9:
+		if wallclock.Now().UnixMilli() < int64(binary.BigEndian.Uint64(state[1:])) {
+			return nil, ledger.ErrPending
+		}
+		return nil, ledger.ErrConsumed
+	}
+	return nil, errDamaged(v)
+}
+
+// outcomeKey is the store key of e of tenant and the size of its value's
+// fixed part.
+func outcomeKey(tenant string, e ledger.Entry) ([]byte, int) {
+	if e.Round == 0 {
+		return entryKey(kindID, e.ID[:], tenant), idFixed
+	}
+	return entryKey(kindFlow, e.Flow[:], tenant), flowFixed
+}
+
+// stateAt returns the outcome state of v, the value of an entry with a
+// fixed part of fixed bytes, asked about at round (0 for a state id). It
+// returns ErrGone when there is no entry or the flow is below round (the
+// round's entry expired), and ErrConsumed when the flow moved past it.
+func stateAt(v []byte, fixed int, round uint32) ([]byte, error) {
+	switch {
+	case v == nil:
+		return nil, ledger.ErrGone
+	case len(v) < fixed:
+		return nil, errDamaged(v)
+	case round == 0:
+		return v[fixed:], nil
+	}
+	switch held := binary.BigEndian.Uint32(v[8:]); {
+	case held < round:
+		return nil, ledger.ErrGone
+	case held > round:
+		return nil, ledger.ErrConsumed
+	}
+	return v[fixed:], nil
+}
+
+// errDamaged refuses an entry no release writes.
+func errDamaged(v []byte) error {
+	return fmt.Errorf("%w: damaged entry of %d bytes", ledger.ErrUnavailable, len(v))
+}

@@ -1,0 +1,111 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mcp-sealer/sealer/ledger"
+)
+
+var _ ledger.Recorder = (*Ledger)(nil)
+
+// atScript defines at(v), which reads v, the value of the entry KEYS[1],
+// asked about at round ARGV[1] (1 for a state id; see the value format
+// above nowScript). It returns the outcome state's letter, its data and
+// the round's digits when v is that round's; otherwise nil and the
+// script's answer: gone when there is no entry or the flow is below the
+// round (the round's entry expired), consumed when the flow moved past it.
+const atScript = `
+local function at(v)
+  if not v then return nil, -3 end
+  local digits = string.match(v, '^%d+')
+  if not digits then return nil, -5 end
+  local round, want = tonumber(digits), tonumber(ARGV[1])
+  if round < want then return nil, -3 end
+  if round > want then return nil, -1 end
+  return string.sub(v, #digits + 1, #digits + 1), string.sub(v, #digits + 2), digits
+end
+`
+
+// recordScript stores ARGV[2] as the outcome of the claimed entry KEYS[1]
+// at round ARGV[1] (an empty one as 'n'), keeping its expiry: 0, or the
+// answer for an entry that is not pending.
+var recordScript = goredis.NewScript(atScript + `
+local state, rest, digits = at(redis.call('GET', KEYS[1]))
+if not state then return rest end
+if state == '' or state == 'o' or state == 'n' then return -1 end
+if state ~= 'p' then return -5 end
+local v = digits .. 'n'
+if ARGV[2] ~= '' then v = digits .. 'o' .. ARGV[2] end
+redis.call('SET', KEYS[1], v, 'KEEPTTL')
+return 0`)
+
+// outcomeScript returns the outcome recorded for the entry KEYS[1] at
+// round ARGV[1], or the answer why there is none: pending while its
+// deadline is ahead on Redis's clock, consumed once it has passed.
+var outcomeScript = goredis.NewScript(nowScript + atScript + `
+local state, rest = at(redis.call('GET', KEYS[1]))
+if not state then return rest end
+if state == 'o' and rest ~= '' then return rest end
+if state == 'p' then
+  if now < tonumber(rest) then return -4 end
+  return -1
+end
+if state == '' or state == 'o' or state == 'n' then return -1 end
+return -5`)
+
+// entryKey is the key of e of tenant and the round its value holds.
+func entryKey(tenant string, e ledger.Entry) (string, uint32) {
+	if e.Round == 0 {
+		return redisKey(tenant, e.ID), 1
+	}
+	return flowKey(tenant, e.Flow), e.Round
+}
+
+// Claim implements ledger.Recorder: Consume or Advance, with the entry
+// pending until wait, in whole milliseconds, has passed on Redis's clock.
+func (r *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until time.Time, wait time.Duration) error {
+	waitMs := max(0, wait.Milliseconds())
+	key, round := entryKey(tenant, e)
+	if e.Round == 0 {
+		return r.consume(ctx, key, until.UnixMilli(), waitMs)
+	}
+	return r.advance(ctx, key, round, until.UnixMilli(), waitMs)
+}
+
+// Record implements ledger.Recorder with recordScript. With Replicas set
+// it waits for them as a consume does (see write), and a record they do
+// not acknowledge is ErrUnavailable but stays: it is the true outcome of
+// a handler that ran, so a retry answered with it is right, and one that
+// a failover loses leaves the entry claimed, which refuses the retry once
+// its wait is over. Undoing it would only refuse what can be answered.
+func (r *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outcome []byte) error {
+	key, round := entryKey(tenant, e)
+	return r.write(ctx, recordScript, key, []any{round, outcome}, nil)
+}
+
+// Outcome implements ledger.Recorder with outcomeScript, on the primary
+// that holds e's entry.
+func (r *Ledger) Outcome(ctx context.Context, tenant string, e ledger.Entry) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	key, round := entryKey(tenant, e)
+	res, err := outcomeScript.Run(ctx, r.client, []string{key}, round).Result()
+	if err != nil {
+		err = fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
+		r.reloadOn(ctx, err)
+		return nil, err
+	}
+	switch v := res.(type) {
+	case string:
+		return []byte(v), nil
+	case int64:
+		if v < 0 {
+			return nil, scriptResult(v, nil)
+		}
+	}
+	return nil, fmt.Errorf("%w: redis answered a %T", ledger.ErrUnavailable, res)
+}
