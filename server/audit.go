@@ -61,6 +61,8 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 		}
 	case *sealerv1.OpenRequest:
 		principal, state = r.GetPrincipal(), r.GetRequestState()
+	case *sealerv1.RecordRequest:
+		state = r.GetRequestState() // the state's open named its principal
 	default:
 		return
 	}

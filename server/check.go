@@ -44,7 +44,7 @@ func Check(ctx context.Context, cfg Config) error {
 // checkLedger connects to the Redis ledger with the credentials and CA
 // given and runs what serving needs of it (probeLedger): a wrong password,
 // a server certificate the CA does not verify, an ACL short of the scripts'
-// commands are each named. The probe leaves two keys that no state or flow
+// commands are each named. The probe leaves three keys that no state or flow
 // can have, which expire within seconds.
 func checkLedger(ctx context.Context, cfg Config) error {
 	r, err := redis.New(redisOptions(cfg))

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/ledger/redis"
+	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // Bounds of a flow's configuration (Config.FlowTTL, Config.MaxRounds and
@@ -83,6 +84,15 @@ type Config struct {
 	// MaxFlowTTL). MaxRounds is the most rounds of one flow.
 	FlowTTL   time.Duration
 	MaxRounds int
+	// OutcomeLimit is the largest outcome Record keeps (README, "Recorded
+	// outcomes"), at most sealer.MaxOutcome; 0 keeps none: opens then
+	// never claim for an outcome, and Record is refused.
+	OutcomeLimit int
+	// OutcomeWait is how long after a recording open its outcome is waited
+	// for: a retry in that time waits (within its deadline) and gets the
+	// outcome or IN_PROGRESS; after it, with nothing recorded, the retry
+	// is ALREADY_CONSUMED.
+	OutcomeWait time.Duration
 	// ShutdownDelay is how long a stopping replica goes on serving after its
 	// readiness turned false, so that load balancers stop sending it calls
 	// before it stops accepting them; ShutdownGrace then bounds how long
@@ -134,6 +144,8 @@ func Defaults() Config {
 		ClockCheck:    true,
 		FlowTTL:       15 * time.Minute,
 		MaxRounds:     16,
+		OutcomeLimit:  64 << 10,
+		OutcomeWait:   30 * time.Second,
 		ShutdownDelay: 5 * time.Second,
 		ShutdownGrace: 20 * time.Second,
 		MaxInFlight:   512,
@@ -196,6 +208,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRounds < 1 || c.MaxRounds > MaxRounds {
 		errs = append(errs, fmt.Errorf("max-rounds %d: want 1 to %d", c.MaxRounds, MaxRounds))
+	}
+	if c.OutcomeLimit < 0 || c.OutcomeLimit > sealer.MaxOutcome {
+		errs = append(errs, fmt.Errorf("outcome-limit %d: want 0 (keep none) to %d bytes", c.OutcomeLimit, sealer.MaxOutcome))
+	}
+	if c.OutcomeWait < 100*time.Millisecond || c.OutcomeWait > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("outcome-wait %v: want 100ms to 10m", c.OutcomeWait))
 	}
 	if c.Skew < 0 || c.Skew > MaxSkew {
 		errs = append(errs, fmt.Errorf("skew %v: want 0 to %v", c.Skew, MaxSkew))

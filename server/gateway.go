@@ -80,8 +80,9 @@ type restService struct {
 }
 
 var (
-	sealMethod = sealerMethods + "Seal"
-	openMethod = sealerMethods + "Open"
+	sealMethod   = sealerMethods + "Seal"
+	openMethod   = sealerMethods + "Open"
+	recordMethod = sealerMethods + "Record"
 )
 
 // Seal implements sealerv1.SealerServer.
@@ -102,12 +103,25 @@ func (r restService) Open(ctx context.Context, req *sealerv1.OpenRequest) (*seal
 	return resp.(*sealerv1.OpenResponse), nil
 }
 
+// Record implements sealerv1.SealerServer.
+func (r restService) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sealerv1.RecordResponse, error) {
+	resp, err := r.s.gate(ctx, recordMethod, req, r.record)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*sealerv1.RecordResponse), nil
+}
+
 func (r restService) seal(ctx context.Context, req any) (any, error) {
 	return r.s.Seal(ctx, req.(*sealerv1.SealRequest))
 }
 
 func (r restService) open(ctx context.Context, req any) (any, error) {
 	return r.s.Open(ctx, req.(*sealerv1.OpenRequest))
+}
+
+func (r restService) record(ctx context.Context, req any) (any, error) {
+	return r.s.Record(ctx, req.(*sealerv1.RecordRequest))
 }
 
 // gatewayHeader turns no HTTP header into gRPC metadata: the service reads

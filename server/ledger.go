@@ -85,7 +85,8 @@ var errLedgerRefused = errors.New("ledger refuses this replica (password, TLS or
 
 // probeLedger runs once what the ledger's calls run: TIME (the clock check)
 // and the consume script of a one-time open, and with flows the advance
-// script of a latest-only flow, each on a fresh key of probeTenant. PING
+// script of a latest-only flow and the scripts of recorded outcomes, each
+// on a fresh key of probeTenant. PING
 // alone would pass an ACL that lacks the scripts' commands. A refusal (see
 // ledgerRefusal) is wrapped in errLedgerRefused; the error names the call
 // that failed, never a credential.
@@ -108,6 +109,17 @@ func probeLedger(ctx context.Context, r *redis.Ledger, flows bool) error {
 	rand.Read(flow[:])
 	if err := r.Advance(ctx, probeTenant, flow, 1, until); err != nil && !errors.Is(err, ledger.ErrConsumed) {
 		return ledgerProblem("a latest-only flow open (the advance script: EVALSHA, EVAL, TIME, GET, PTTL, SET on sealer:v1:flow:*)", err)
+	}
+	rand.Read(id[:])
+	e := ledger.Entry{ID: id}
+	if err := r.Claim(ctx, probeTenant, e, until, time.Second); err != nil && !errors.Is(err, ledger.ErrConsumed) {
+		return ledgerProblem("a recording open (the claim script: EVALSHA, EVAL, TIME, SET)", err)
+	}
+	if err := r.Record(ctx, probeTenant, e, nil); err != nil && !errors.Is(err, ledger.ErrConsumed) && !errors.Is(err, ledger.ErrGone) {
+		return ledgerProblem("recording an outcome (the record script: EVALSHA, EVAL, GET, SET on sealer:v1:consumed:*)", err)
+	}
+	if _, err := r.Outcome(ctx, probeTenant, e); err != nil && !errors.Is(err, ledger.ErrConsumed) && !errors.Is(err, ledger.ErrGone) {
+		return ledgerProblem("reading an outcome (the outcome script: EVALSHA, EVAL, TIME, GET on sealer:v1:consumed:*)", err)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ type metrics struct {
 	ledger    *prometheus.HistogramVec
 	ledgerErr prometheus.Counter
 	swept     prometheus.Counter
+	outcomes  *prometheus.CounterVec
 	reloads   *prometheus.CounterVec
 	// unauthenticated counts refused callers; they make no audit event.
 	unauthenticated *prometheus.CounterVec
@@ -69,6 +70,10 @@ func newMetrics(ledgerTimeout time.Duration) *metrics {
 			Name: "sealer_ledger_errors_total",
 			Help: "Ledger calls that failed (LEDGER_UNAVAILABLE): errors, timeouts, unexpected replies.",
 		}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sealer_outcomes_total",
+			Help: "Recorded outcomes by tenant and result: recorded, none, too_large, refused, record_failed (Record); replayed, in_progress, unreadable (retries).",
+		}, []string{"tenant", "result"}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sealer_ledger_swept_total",
 			Help: "Expired ledger entries deleted.",
@@ -89,7 +94,7 @@ func newMetrics(ledgerTimeout time.Duration) *metrics {
 		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "goversion": v.GoVersion},
 	})
 	build.Set(1)
-	m.registry.MustRegister(m.calls, m.latency, m.inFlight, m.ledger, m.ledgerErr, m.swept, m.reloads, m.unauthenticated, build,
+	m.registry.MustRegister(m.calls, m.latency, m.inFlight, m.ledger, m.ledgerErr, m.swept, m.outcomes, m.reloads, m.unauthenticated, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

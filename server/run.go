@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/netaddr"
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/internal/wallclock"
+	"github.com/mcp-sealer/sealer/ledger"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -113,6 +114,9 @@ func (s *Server) openParts(ctx context.Context) error {
 	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: wallclock.Now, log: s.log,
 		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
+	if r, ok := s.ledger.Ledger.(ledger.Recorder); ok {
+		s.svc.recorder = r
+	}
 	if s.cfg.MaxInFlight > 0 {
 		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
 	}

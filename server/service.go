@@ -43,6 +43,7 @@ type service struct {
 	sealerv1.UnimplementedSealerServer
 	keys     ringSource
 	ledger   consumer
+	recorder ledger.Recorder // nil: the ledger keeps no outcomes
 	auth     *authenticator
 	audit    *auditor      // nil: no audit
 	inFlight chan struct{} // admission slots; nil: unlimited
@@ -208,8 +209,13 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if err != nil {
 		return nil, err
 	}
+	recording := false
 	if o.OneTime || o.Flow != nil && o.Flow.LatestOnly {
-		if err := s.consume(ctx, t.name, o); err != nil {
+		recording = s.recording(req)
+		if err := s.consume(ctx, t.name, o, recording); err != nil {
+			if recording && errors.Is(err, ledger.ErrConsumed) {
+				return s.replay(ctx, t, o)
+			}
 			return nil, err
 		}
 	}
@@ -218,6 +224,7 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 		IssuedAt:  timestamppb.New(o.IssuedAt),
 		ExpiresAt: timestamppb.New(o.ExpiresAt),
 		Flow:      flowProto(o.Flow),
+		Recording: recording,
 	}, nil
 }
 
@@ -230,18 +237,21 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 // flight) and a second of scheduling. A consume that
 // completes after the acceptance window is refused as expired (or flow
 // expired), never counted as a win. On any failure the payload is zeroed:
-// the caller gets none of it.
-func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened) error {
+// the caller gets none of it. With recording, the entry is claimed for the
+// outcome the caller will record (see replay).
+func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, recording bool) error {
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.consume")
 	defer span.End()
 	start := time.Now()
 	err := s.clock.refusal()
 	switch f := o.Flow; {
 	case err != nil:
+	case recording:
+		err = s.recorder.Claim(ctx, tenant, entryOf(o), s.entryUntil(o), s.cfg.OutcomeWait)
 	case f != nil && f.LatestOnly:
-		err = s.ledger.Advance(ctx, tenant, f.ID, f.Round, f.Deadline.Add(s.ledgerRetention()))
+		err = s.ledger.Advance(ctx, tenant, f.ID, f.Round, s.entryUntil(o))
 	default:
-		err = s.ledger.Consume(ctx, tenant, o.ID, o.ExpiresAt.Add(s.ledgerRetention()))
+		err = s.ledger.Consume(ctx, tenant, o.ID, s.entryUntil(o))
 	}
 	if err == nil {
 		now := s.now()

@@ -160,13 +160,13 @@ func TestConsume_CallerGoneIsNotALedgerError(t *testing.T) {
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.consume(gone, "t", opened()); !errors.Is(err, ledger.ErrUnavailable) {
+	if err := s.consume(gone, "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("caller gone: got %v, want ErrUnavailable", err)
 	}
 	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 0 {
 		t.Fatalf("caller gone: sealer_ledger_errors_total = %v, want 0", n)
 	}
-	if err := s.consume(context.Background(), "t", opened()); !errors.Is(err, ledger.ErrUnavailable) {
+	if err := s.consume(context.Background(), "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("ledger down: got %v, want ErrUnavailable", err)
 	}
 	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 1 {

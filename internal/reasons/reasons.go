@@ -61,6 +61,7 @@ var Table = []Row{
 	{sealer.ErrFlowExpired, codes.FailedPrecondition, sealerv1.Reason_REASON_FLOW_EXPIRED, false, true},
 	{sealer.ErrFlowExhausted, codes.FailedPrecondition, sealerv1.Reason_REASON_FLOW_EXHAUSTED, false, true},
 	{ledger.ErrConsumed, codes.AlreadyExists, sealerv1.Reason_REASON_ALREADY_CONSUMED, false, true},
+	{ledger.ErrPending, codes.Aborted, sealerv1.Reason_REASON_IN_PROGRESS, false, false},
 	{ledger.ErrUnavailable, codes.Unavailable, sealerv1.Reason_REASON_LEDGER_UNAVAILABLE, false, false},
 	{sealer.ErrArgument, codes.InvalidArgument, sealerv1.Reason_REASON_INVALID_ARGUMENT, true, false},
 	{sealer.ErrMethod, codes.InvalidArgument, sealerv1.Reason_REASON_INVALID_ARGUMENT, true, false},

@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+)
+
+// Recorded outcomes through the gate with the embedded ledger: a retry of a
+// consumed state gets the recorded answer, waits for it while the first
+// open's handler runs, and is refused as before in every other case.
+
+// outcomeService is a service over an embedded ledger that keeps outcomes.
+func outcomeService(t *testing.T) *service {
+	t.Helper()
+	l := embeddedLedger(t, t.TempDir())
+	s := testService(t, l)
+	s.recorder = l
+	return s
+}
+
+// sealPayment seals a one-time state of a tools/call of deploy for alice.
+func sealPayment(t *testing.T, s *service) string {
+	t.Helper()
+	resp, r := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: toolCall(t, prodArgs, ""), Payload: []byte("pay 5"), OneTime: true})
+	if r != "OK" {
+		t.Fatalf("seal: %s", r)
+	}
+	return resp.GetRequestState()
+}
+
+// openAs opens state as principal with arguments, recording or not.
+func openAs(ctx context.Context, t *testing.T, s *service, state, principal, arguments string, record bool) (*sealerv1.OpenResponse, string) {
+	t.Helper()
+	return flowCall(ctx, s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: state, Principal: principal, Request: toolCall(t, arguments, ""), RecordOutcome: record})
+}
+
+func record(s *service, state string, outcome []byte) string {
+	_, r := flowCall(context.Background(), s, "Record", s.Record, &sealerv1.RecordRequest{RequestState: state, Outcome: outcome})
+	return r
+}
+
+func TestOutcomes_R6_ARetryGetsTheRecordedOutcome(t *testing.T) {
+	s := outcomeService(t)
+	state := sealPayment(t, s)
+	first, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
+	if r != "OK" || !first.GetRecording() || string(first.GetPayload()) != "pay 5" || first.GetOutcome() != nil {
+		t.Fatalf("first open: %s, recording %v, payload %q, outcome %v", r, first.GetRecording(), first.GetPayload(), first.GetOutcome())
+	}
+	// Retries racing the handler wait for its outcome.
+	const n = 8
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
+			got[i] = r + " " + string(resp.GetOutcome().GetData()) + " " + string(resp.GetPayload())
+		})
+	}
+	if r := record(s, state, []byte(`{"result":"paid"}`)); r != "OK" {
+		t.Fatalf("record: %s", r)
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != `OK {"result":"paid"} ` {
+			t.Errorf("retry %d racing the handler: got %q, want the outcome and no payload", i, g)
+		}
+	}
+	if resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" || string(resp.GetOutcome().GetData()) != `{"result":"paid"}` {
+		t.Errorf("retry after the record: %s %v", r, resp.GetOutcome())
+	}
+	refusals := []struct {
+		name, principal, args string
+		record                bool
+		want                  string
+	}{
+		{"another principal", "mallory", prodArgs, true, "PRINCIPAL_MISMATCH"},
+		{"other arguments", "alice", `{"env":"dev"}`, true, "REQUEST_MISMATCH"},
+		{"a retry that does not record", "alice", prodArgs, false, "ALREADY_CONSUMED"},
+	}
+	for _, c := range refusals {
+		if resp, r := openAs(context.Background(), t, s, state, c.principal, c.args, c.record); r != c.want || resp.GetOutcome() != nil {
+			t.Errorf("%s: got %s %v, want %s and nothing disclosed", c.name, r, resp.GetOutcome(), c.want)
+		}
+	}
+	if r := record(s, state, []byte("again")); r != "ALREADY_CONSUMED" {
+		t.Errorf("second record: got %s, want ALREADY_CONSUMED", r)
+	}
+}
+
+func TestOutcomes_R6_ARetryWhileTheHandlerRunsIsInProgress(t *testing.T) {
+	s := outcomeService(t)
+	state := sealPayment(t, s)
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
+		t.Fatal(r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, r := openAs(ctx, t, s, state, "alice", prodArgs, true); r != "IN_PROGRESS" {
+		t.Errorf("retry while no outcome is recorded: got %s, want IN_PROGRESS", r)
+	}
+}
+
+func TestOutcomes_R6_NoOutcomeInTheWaitIsAlreadyConsumed(t *testing.T) {
+	s := outcomeService(t)
+	s.cfg.OutcomeWait = 200 * time.Millisecond
+	state := sealPayment(t, s)
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
+		t.Fatal(r)
+	}
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "ALREADY_CONSUMED" {
+		t.Errorf("retry after the wait with nothing recorded: got %s, want ALREADY_CONSUMED", r)
+	}
+	if r := record(s, state, []byte("late")); r != "OK" {
+		t.Errorf("record after the wait: got %s, want OK (kept for later retries)", r)
+	}
+	if resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" || string(resp.GetOutcome().GetData()) != "late" {
+		t.Errorf("retry after a late record: got %s %v", r, resp.GetOutcome())
+	}
+}
+
+func TestOutcomes_R6_OverTheLimitIsRefusedAndRecordsNone(t *testing.T) {
+	s := outcomeService(t)
+	s.cfg.OutcomeLimit = 1024
+	state := sealPayment(t, s)
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
+		t.Fatal(r)
+	}
+	if r := record(s, state, []byte(strings.Repeat("x", 1025))); r != "INVALID_ARGUMENT" {
+		t.Errorf("record over the limit: got %s, want INVALID_ARGUMENT", r)
+	}
+	start := time.Now()
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "ALREADY_CONSUMED" {
+		t.Errorf("retry after an outcome over the limit: got %s, want ALREADY_CONSUMED", r)
+	}
+	if d := time.Since(start); d > s.cfg.OutcomeWait/2 {
+		t.Errorf("retry after an outcome over the limit took %v: it waited for an outcome that cannot come", d)
+	}
+}
+
+func TestOutcomes_R9_ALatestOnlyRoundGetsItsOutcome(t *testing.T) {
+	s := outcomeService(t)
+	r1 := mustSealRound(t, s, flowReq("", true))
+	open := func(state string) (*sealerv1.OpenResponse, string) {
+		return flowCall(context.Background(), s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: toolCall(t, prodArgs, ""), RecordOutcome: true})
+	}
+	if resp, r := open(r1.GetRequestState()); r != "OK" || !resp.GetRecording() {
+		t.Fatalf("round 1: %s recording %v", r, resp.GetRecording())
+	}
+	r2 := mustSealRound(t, s, flowReq(r1.GetRequestState(), true))
+	if r := record(s, r1.GetRequestState(), []byte(`{"state":"`+r2.GetRequestState()+`"}`)); r != "OK" {
+		t.Fatalf("record round 1: %s", r)
+	}
+	if resp, r := open(r1.GetRequestState()); r != "OK" || !strings.Contains(string(resp.GetOutcome().GetData()), r2.GetRequestState()) {
+		t.Errorf("retry of round 1: got %s %v, want round 1's outcome", r, resp.GetOutcome())
+	}
+	// A second state of round 2 (a fork) is not answered with the outcome
+	// of the one that opened.
+	fork := mustSealRound(t, s, flowReq(r1.GetRequestState(), true))
+	if _, r := open(r2.GetRequestState()); r != "OK" {
+		t.Fatalf("round 2: %s", r)
+	}
+	if r := record(s, r2.GetRequestState(), []byte("round 2 done")); r != "OK" {
+		t.Fatalf("record round 2: %s", r)
+	}
+	if resp, r := open(fork.GetRequestState()); r != "ALREADY_CONSUMED" || resp.GetOutcome() != nil {
+		t.Errorf("the fork of round 2: got %s %v, want ALREADY_CONSUMED", r, resp.GetOutcome())
+	}
+	if resp, r := open(r1.GetRequestState()); r != "ALREADY_CONSUMED" {
+		t.Errorf("round 1 after round 2 opened: got %s %v, want ALREADY_CONSUMED", r, resp.GetOutcome())
+	}
+}
+
+func TestOutcomes_OffKeepsNone(t *testing.T) {
+	s := outcomeService(t)
+	s.cfg.OutcomeLimit = 0
+	state := sealPayment(t, s)
+	if resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" || resp.GetRecording() {
+		t.Fatalf("open: %s recording %v, want OK and not recording", r, resp.GetRecording())
+	}
+	if r := record(s, state, []byte("x")); r != "INVALID_ARGUMENT" {
+		t.Errorf("record with outcome-limit 0: got %s, want INVALID_ARGUMENT", r)
+	}
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "ALREADY_CONSUMED" {
+		t.Errorf("retry: got %s, want ALREADY_CONSUMED", r)
+	}
+}
+
+func TestOutcomes_RecordNeedsAConsumingState(t *testing.T) {
+	s := outcomeService(t)
+	resp, r := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: toolCall(t, prodArgs, "")})
+	if r != "OK" {
+		t.Fatal(r)
+	}
+	if r := record(s, resp.GetRequestState(), []byte("x")); r != "INVALID_ARGUMENT" {
+		t.Errorf("record of a reusable state: got %s, want INVALID_ARGUMENT", r)
+	}
+	if r := record(s, "AQAAAAE"+strings.Repeat("A", 150), []byte("x")); r != "INVALID_STATE" {
+		t.Errorf("record of a forged state: got %s, want INVALID_STATE", r)
+	}
+	if r := record(s, sealPayment(t, s), []byte("x")); r != "INVALID_ARGUMENT" {
+		t.Errorf("record of a state never opened: got %s, want INVALID_ARGUMENT (no entry)", r)
+	}
+}
