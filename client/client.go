@@ -10,6 +10,23 @@
 //		// answer the MCP client with JSON-RPC invalid params (-32602)
 //	}
 //
+// A one-time tool (a payment) records the answer it sends, so that a retry
+// whose answer was lost on the way back gets that answer again instead of
+// ledger.ErrConsumed, and the tool acts once (README, "Recorded outcomes"):
+//
+//	opened, err := sc.Open(ctx, client.OpenRequest{..., RecordOutcome: true})
+//	// err: Rejected, or ErrInProgress (the first run goes on: "retry later")
+//	if opened.Outcome != nil {
+//		// answer opened.Outcome as it is, without acting
+//	}
+//	answer := act()
+//	if opened.Recording {
+//		err := sc.Record(ctx, opened.State, answer) // on failure: log, answer anyway
+//	}
+//
+// The module client/gosdk records and replays the answers of the MCP Go
+// SDK's tools in one line each.
+//
 // A request that needs several rounds of input is best sealed as a flow
 // (FlowRequest): its rounds share one deadline, the retry must answer exactly
 // the input keys its round asked, and, latest-only, a round that was
@@ -58,6 +75,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/internal/reasons"
+	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
@@ -79,6 +97,15 @@ var (
 	ErrResourceExhausted = reasons.ErrResourceExhausted
 	// ErrKeysUnavailable means the sealer has no keys loaded yet; retry.
 	ErrKeysUnavailable = reasons.ErrKeysUnavailable
+	// ErrInProgress means an Open with RecordOutcome presented a state
+	// that an earlier open consumed, whose handler had not recorded its
+	// outcome by the time the sealer stopped waiting for it (near the
+	// retry's deadline, or after its --outcome-wait): the handler may still
+	// run. Answer the MCP client that the
+	// request is still in progress, and never run the handler: a retry
+	// later gets the outcome. It is ledger.ErrPending; Rejected is false
+	// for it.
+	ErrInProgress = ledger.ErrPending
 	// ErrNoFlow means a Seal asked for a flow and the sealer answered
 	// without one: a release that predates flows, which ignores the request.
 	// The state it sealed is not returned (fail closed).
@@ -384,6 +411,15 @@ type OpenRequest struct {
 	// Principal is the retry's, decided as for SealRequest.Principal.
 	Principal string
 	Request   Binding
+	// RecordOutcome says that the caller records the answer it sends for
+	// a one-time or latest-only state it consumes (Opened.Recording, then
+	// Record), so that a retry of that state, checked as any other,
+	// gets that answer (Opened.Outcome) instead of ledger.ErrConsumed
+	// (README, "Recorded outcomes"). Such a retry, while the first
+	// handler still runs, waits for its answer up to the context's
+	// deadline, then fails with ErrInProgress. It is ignored for other
+	// states, and by a sealer that keeps no outcomes.
+	RecordOutcome bool
 }
 
 // Opened is what an open returns.
@@ -395,16 +431,28 @@ type Opened struct {
 	// State is the state that opened, as given to Open: what a
 	// FlowRequest continues (FlowRequest.After).
 	State string
+	// Recording says that this open consumed the state for an outcome
+	// (OpenRequest.RecordOutcome): run the handler, then Record the
+	// answer sent, whatever it is. Until then, retries of the state wait.
+	Recording bool
+	// Outcome, when not nil, is the answer recorded for the state by the
+	// open that consumed it (Payload is then empty): answer it as it is,
+	// without running the handler again. RecordedAt is when it was
+	// recorded.
+	Outcome    []byte
+	RecordedAt time.Time
 }
 
 // Open checks a state against the retry presenting it and returns what was
-// sealed. A refused state is an error for which Rejected is true.
+// sealed, or, with RecordOutcome, the outcome recorded for it when an
+// earlier open consumed it. A refused state is an error for which Rejected
+// is true.
 func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	b, err := r.Request.proto()
 	if err != nil {
 		return nil, err
 	}
-	req := &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b}
+	req := &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b, RecordOutcome: r.RecordOutcome}
 	if r.Request.Responded != nil {
 		req.Responded = &sealerv1.InputKeys{Keys: r.Request.Responded}
 	}
@@ -413,13 +461,34 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	if err != nil {
 		return nil, guard.errorOf(err)
 	}
-	o := &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime(), State: r.State}
+	o := &Opened{Payload: resp.GetPayload(), IssuedAt: resp.GetIssuedAt().AsTime(), ExpiresAt: resp.GetExpiresAt().AsTime(),
+		State: r.State, Recording: resp.GetRecording()}
+	if out := resp.GetOutcome(); out != nil {
+		// Never nil here, even empty: nil says there is none.
+		o.Outcome, o.RecordedAt = append([]byte{}, out.GetData()...), out.GetRecordedAt().AsTime()
+	}
 	if resp.GetFlow() != nil {
 		if o.Flow, err = flowOf(resp.GetFlow()); err != nil {
 			return nil, err
 		}
 	}
 	return o, nil
+}
+
+// Record records outcome, the answer the caller sent for state, which an
+// Open with RecordOutcome consumed (Opened.Recording): retries of the state
+// then get it (Opened.Outcome). The first Record of a state wins; a later
+// one is ledger.ErrConsumed. An outcome over the sealer's limit (64 KiB by
+// default) is ErrInvalidArgument, and retries of the state are then
+// refused; empty, it records that none will come. A failed Record must not
+// change the answer: log it, and answer as planned.
+func (c *Client) Record(ctx context.Context, state string, outcome []byte) error {
+	guard := new(tokenGuard)
+	_, err := c.rpc.Record(ctx, &sealerv1.RecordRequest{RequestState: state, Outcome: outcome}, grpc.PerRPCCredentials(guard))
+	if err != nil {
+		return guard.errorOf(err)
+	}
+	return nil
 }
 
 // fromStatus maps a status with an ErrorInfo reason to the error that

@@ -101,6 +101,8 @@ func TestFromStatus_CoreSentinels(t *testing.T) {
 		{"FLOW_EXPIRED", sealer.ErrFlowExpired},
 		{"FLOW_EXHAUSTED", sealer.ErrFlowExhausted},
 		{"ALREADY_CONSUMED", ledger.ErrConsumed},
+		{"IN_PROGRESS", ledger.ErrPending},
+		{"IN_PROGRESS", ErrInProgress},
 		{"LEDGER_UNAVAILABLE", ledger.ErrUnavailable},
 		{"INVALID_ARGUMENT", sealer.ErrArgument},
 		{"INVALID_ARGUMENT", ErrInvalidArgument},

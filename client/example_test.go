@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"os"
 	"time"
@@ -121,4 +122,53 @@ func ExampleFlowRequest() {
 	// true true
 	// round 2: {"step":2}, latest only true
 	// true true
+}
+
+// A one-time tool records the answer it sends: when that answer is lost on
+// the way back, the client's retry of the same state gets it again, and the
+// tool does not act twice.
+func ExampleClient_Record() {
+	addr, stop := startSealer()
+	defer stop()
+	sc, err := client.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err)
+	}
+	defer sc.Close()
+	ctx := context.Background()
+	call := client.ToolCall("pay", json.RawMessage(`{"amount":42}`))
+	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: "alice", Request: call, OneTime: true})
+	if err != nil {
+		panic(err)
+	}
+
+	payments := 0
+	handle := func() string {
+		opened, err := sc.Open(ctx, client.OpenRequest{State: state, Principal: "alice", Request: call, RecordOutcome: true})
+		switch {
+		case client.Rejected(err):
+			return "refused: " + client.Reason(err)
+		case errors.Is(err, client.ErrInProgress):
+			return "still in progress: retry later"
+		case err != nil:
+			panic(err)
+		case opened.Outcome != nil:
+			return string(opened.Outcome) // as recorded; no second payment
+		}
+		payments++
+		answer := fmt.Sprintf(`{"result":{"content":[{"type":"text","text":"paid 42, payment %d"}]}}`, payments)
+		if opened.Recording {
+			if err := sc.Record(ctx, opened.State, []byte(answer)); err != nil {
+				log.Printf("recording the answer: %v", err) // answer anyway
+			}
+		}
+		return answer
+	}
+	fmt.Println(handle()) // the answer is lost on the way back
+	fmt.Println(handle()) // the client retries
+	fmt.Println("payments:", payments)
+	// Output:
+	// {"result":{"content":[{"type":"text","text":"paid 42, payment 1"}]}}
+	// {"result":{"content":[{"type":"text","text":"paid 42, payment 1"}]}}
+	// payments: 1
 }
