@@ -26,6 +26,44 @@
 //	ask := mcp.InputRequestMap{"seat": ...}
 //	state, _, err := sc.Seal(ctx, client.SealRequest{Principal: who, Request: gosdk.ToolCall(req.Params),
 //		Payload: progress, Flow: client.FlowRequest{LatestOnly: true, Asked: client.InputKeys(ask)}.After(opened)})
+//
+// # Recorded outcomes
+//
+// A tool that acts once (a payment, on a one-time state or the last round
+// of a latest-only flow) records the answer it returns, so that a client
+// whose answer was lost on the way back, and which retries with the same
+// requestState, gets that answer again instead of -32602, and the tool
+// does not act twice (README, "Recorded outcomes"). Open with
+// RecordOutcome; a retry of a consumed state then comes back with its
+// Outcome, which Replay returns as it was sent; Record records the answer
+// of the open that consumed it (Opened.Recording) and does nothing for
+// any other:
+//
+//	opened, err := sc.Open(ctx, client.OpenRequest{State: req.Params.RequestState, Principal: who,
+//		Request: gosdk.ToolCall(req.Params), RecordOutcome: true})
+//	switch {
+//	case client.Rejected(err):
+//		return nil, nil, gosdk.InvalidParams(err)
+//	case errors.Is(err, client.ErrInProgress): // the first call still runs
+//		return nil, nil, gosdk.InProgress()
+//	case err != nil:
+//		return nil, nil, err
+//	case opened.Outcome != nil: // a retry: the answer already sent, not a second payment
+//		result, err := gosdk.Replay(opened)
+//		return result, nil, err
+//	}
+//	result, err := pay(ctx, args)
+//	if err := gosdk.Record(ctx, sc, opened, result, err); err != nil {
+//		log.Print(err) // the answer goes out all the same
+//	}
+//	return result, nil, err
+//
+// Record encodes the answer as the SDK sends it (a handler's error as a
+// result with IsError, a *jsonrpc.Error as that error): give a recording
+// tool's handler Out any, since the SDK adds a typed Out to the result
+// after the handler has returned. Without RecordOutcome (or with a sealer
+// that keeps no outcomes) nothing is recorded and a retry is refused as
+// before.
 package gosdk
 
 import (
