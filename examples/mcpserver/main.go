@@ -5,7 +5,8 @@
 // that the sealer's tests use:
 //
 //	get_weather      two rounds; the state is bound to the location argument
-//	approve_payment  a one-time state: the retry works once
+//	approve_payment  a one-time state: the retry pays once, and its answer is
+//	                 recorded, so a retry whose answer was lost gets it again
 //	buy              a one-time state; decodes its arguments with encoding/json
 //
 // Every state is a round of a flow (client.FlowRequest): latest-only, and
@@ -13,6 +14,9 @@
 // stretch, rewind or fork a request nor answer what it was not asked.
 //
 // The principal is the caller's bearer token (hashed), or "anonymous".
+// Each payment approve_payment makes is a line of the log ("payment 1:
+// paid 42.00"), so that a test counts them; -record-outcomes=false turns
+// the recording off (a retry is then refused, as before).
 //
 //	mcpserver -addr 127.0.0.1:3001 -sealer 127.0.0.1:7443
 package main
@@ -22,6 +26,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -29,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -44,6 +50,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:3001", "listen address (the MCP endpoint is /mcp)")
 	sealerAddr := flag.String("sealer", "127.0.0.1:7443", "the sealer's gRPC address")
 	ttl := flag.Duration("state-ttl", 5*time.Minute, "life of the requestStates this server issues")
+	record := flag.Bool("record-outcomes", true, "record the answers of approve_payment, so that a retry of its state gets the same answer")
 	flag.Parse()
 
 	sc, err := client.Dial(*sealerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -51,7 +58,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer sc.Close()
-	server := newServer(&guard{sealer: sc, ttl: *ttl})
+	server := newServer(&guard{sealer: sc, ttl: *ttl, recordOutcomes: *record})
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{Stateless: true})
 	mux := http.NewServeMux()
@@ -68,6 +75,11 @@ func main() {
 type guard struct {
 	sealer *client.Client
 	ttl    time.Duration
+	// recordOutcomes makes the tools that act once record their answers
+	// (openOnce).
+	recordOutcomes bool
+	// payments counts the payments made, for the log.
+	payments atomic.Int64
 }
 
 // principal is who the request comes from: its bearer token, hashed, or
@@ -118,18 +130,43 @@ func (g *guard) askTool(ctx context.Context, req *mcp.CallToolRequest, opened *c
 // answered before, inputResponses that do not answer exactly what its round
 // asked) is the JSON-RPC error the MCP client must get (-32602).
 func (g *guard) openTool(ctx context.Context, req *mcp.CallToolRequest, v any) (*client.Opened, error) {
+	return g.open(ctx, req, v, false)
+}
+
+// openOnce is openTool for a tool that acts once: unless -record-outcomes
+// is off, the open that consumes the state records the tool's answer
+// (record), and a retry of that state comes back with it (Opened.Outcome:
+// answer gosdk.Replay, and do not act). A retry while the first still runs
+// is the JSON-RPC error that says so (gosdk.InProgress).
+func (g *guard) openOnce(ctx context.Context, req *mcp.CallToolRequest, v any) (*client.Opened, error) {
+	return g.open(ctx, req, v, g.recordOutcomes)
+}
+
+func (g *guard) open(ctx context.Context, req *mcp.CallToolRequest, v any, record bool) (*client.Opened, error) {
 	if req.Params.RequestState == "" {
 		return nil, nil
 	}
 	o, err := g.sealer.Open(ctx, client.OpenRequest{State: req.Params.RequestState,
-		Principal: principal(header(req.Extra)), Request: gosdk.ToolCall(req.Params)})
-	if client.Rejected(err) {
+		Principal: principal(header(req.Extra)), Request: gosdk.ToolCall(req.Params), RecordOutcome: record})
+	switch {
+	case client.Rejected(err):
 		return nil, gosdk.InvalidParams(err)
-	}
-	if err != nil {
+	case errors.Is(err, client.ErrInProgress):
+		return nil, gosdk.InProgress()
+	case err != nil:
 		return nil, err
+	case o.Outcome != nil:
+		return o, nil // no payload: the answer is recorded
 	}
 	return o, json.Unmarshal(o.Payload, v)
+}
+
+// record records the answer to a state that openOnce opened. A failure is
+// logged, and the answer goes out as it is.
+func (g *guard) record(ctx context.Context, opened *client.Opened, result *mcp.CallToolResult, err error) {
+	if err := gosdk.Record(ctx, g.sealer, opened, result, err); err != nil {
+		log.Print(err)
+	}
 }
 
 func text(s string) *mcp.CallToolResult {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -203,16 +204,33 @@ type paymentArgs struct {
 	Amount float64 `json:"amount" jsonschema:"the amount to pay"`
 }
 
+// approvePayment asks to approve the payment (a one-time state), then pays
+// once: its answer to the approval is recorded, so the client's retry of
+// that state, whose answer was lost, gets the same answer and no second
+// payment.
 func (g *guard) approvePayment(ctx context.Context, req *mcp.CallToolRequest, args paymentArgs) (*mcp.CallToolResult, any, error) {
 	var st progress
-	opened, err := g.openTool(ctx, req, &st)
-	if err != nil {
+	opened, err := g.openOnce(ctx, req, &st)
+	switch {
+	case err != nil:
 		return nil, nil, err
+	case opened != nil && opened.Outcome != nil:
+		result, err := gosdk.Replay(opened)
+		return result, nil, err
 	}
+	result, err := g.pay(ctx, req, opened, args)
+	g.record(ctx, opened, result, err)
+	return result, nil, err
+}
+
+// pay pays once approved, and asks for the approval otherwise.
+func (g *guard) pay(ctx context.Context, req *mcp.CallToolRequest, opened *client.Opened, args paymentArgs) (*mcp.CallToolResult, error) {
 	if opened != nil && accepted(req.Params.InputResponses, "approve") != nil {
-		return text(fmt.Sprintf("Paid %.2f", args.Amount)), nil, nil
+		log.Printf("payment %d: paid %.2f", g.payments.Add(1), args.Amount)
+		return text(fmt.Sprintf("Paid %.2f", args.Amount)), nil
 	}
-	return g.askTool(ctx, req, opened, progress{Tool: "approve_payment"}, mcp.InputRequestMap{"approve": confirm()}, true)
+	r, _, err := g.askTool(ctx, req, opened, progress{Tool: "approve_payment"}, mcp.InputRequestMap{"approve": confirm()}, true)
+	return r, err
 }
 
 // buyArgs are decoded with encoding/json, as go-sdk's toolschemas example
