@@ -13,6 +13,8 @@
 //	               net/http with keep-alive
 //	open           an Open of an ordinary state sealed before the clock started
 //	open-onetime   an Open of a one-time state sealed beforehand (consumed in the ledger)
+//	open-onetime-record  the same with record_outcome, then the Record of an
+//	               outcome the size of the payload (README, "Recorded outcomes")
 //	health         the gRPC health Check: the floor any gRPC service reaches here
 //	vault-transit  a Vault Transit encrypt, then decrypt, of the same payload
 //	               (VAULT_ADDR, VAULT_TOKEN, -vault-key)
@@ -63,6 +65,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-sealer/sealer/client"
+	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 )
 
 // op is one measured operation on target i.
@@ -257,6 +260,39 @@ func run(f flags) error {
 				}
 			})
 			label = fmt.Sprintf("Open one-time (%d B)", f.size)
+		case "open-onetime-record":
+			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
+			for len(pool) < cap(pool) {
+				st, err := seal(context.Background(), len(pool), true)
+				if err != nil {
+					return nil, "", err
+				}
+				pool <- st
+			}
+			d, err := toolCall.RequestDigest()
+			if err != nil {
+				return nil, "", err
+			}
+			o = retrying(func(ctx context.Context, i int) error {
+				var st string
+				select {
+				case st = <-pool:
+				default:
+					return errPoolEmpty
+				}
+				api := sealerv1.NewSealerClient(ts.conn(i))
+				resp, err := api.Open(auth(ctx), &sealerv1.OpenRequest{RequestState: st, Principal: "alice",
+					Request: &sealerv1.Binding{Digest: d[:]}, RecordOutcome: true})
+				if err != nil {
+					return err
+				}
+				if !resp.GetRecording() {
+					return errNotRecording
+				}
+				_, err = api.Record(auth(ctx), &sealerv1.RecordRequest{RequestState: st, Outcome: payload})
+				return err
+			})
+			label = fmt.Sprintf("Open one-time + Record (%d B)", f.size)
 		case "health":
 			o = func(ctx context.Context, i int) error {
 				_, err := healthpb.NewHealthClient(ts.conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
@@ -340,6 +376,10 @@ func run(f flags) error {
 }
 
 var errPoolEmpty = errors.New("pool of sealed states is empty")
+
+// errNotRecording is an open-onetime-record whose Open did not claim the
+// state for an outcome (a sealer with --outcome-limit 0, or older).
+var errNotRecording = errors.New("the open is not recording")
 
 // reason names an error: the sealer's ErrorInfo reason, or the gRPC code.
 func reason(err error) string {
