@@ -105,7 +105,7 @@ type Config struct {
 	// SweepInterval is how often expired ledger entries are deleted.
 	SweepInterval time.Duration
 	// TenantsFile declares the tenants, how each authenticates, and its
-	// policy (README, "Tenants"). Empty: one implicit tenant, no
+	// policy (docs/TENANTS.md). Empty: one implicit tenant, no
 	// authentication, allowed on loopback only unless Insecure.
 	TenantsFile string
 	// TLSCert and TLSKey serve TLS on both listeners; TLSClientCA verifies

@@ -24,7 +24,7 @@ const (
 	oneTimeForbidden = "forbidden"
 )
 
-// tenantsFile is the YAML tenants file (README, "Tenants").
+// tenantsFile is the YAML tenants file (docs/TENANTS.md).
 type tenantsFile struct {
 	Tenants tenantMap `yaml:"tenants"`
 }
