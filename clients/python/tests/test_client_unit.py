@@ -164,8 +164,9 @@ def test_reasons_parse_as_the_sealer_sends_them() -> None:
         Reason.INVALID_STATE, Reason.EXPIRED, Reason.PRINCIPAL_MISMATCH, Reason.REQUEST_MISMATCH,
         Reason.ALREADY_CONSUMED, Reason.INPUT_MISMATCH, Reason.FLOW_EXPIRED, Reason.FLOW_EXHAUSTED,
     }  # fmt: skip
-    # UNSPECIFIED is retried only for a cause that may pass (unreachable, a deadline).
-    assert retryable == {Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED}
+    # UNSPECIFIED is retried only for a cause that may pass (unreachable, a deadline);
+    # IN_PROGRESS is a retry whose answer a later retry gets.
+    assert retryable == {Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED, Reason.IN_PROGRESS}
     assert not rejected & retryable
 
 

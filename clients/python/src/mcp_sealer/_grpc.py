@@ -61,6 +61,12 @@ class GrpcClient(BaseClient):
         except grpc.aio.AioRpcError as e:
             raise from_grpc(e) from None
 
+    async def _record(self, msg: pb.RecordRequest, timeout: float | None) -> pb.RecordResponse:
+        try:
+            return await self._stub().Record(msg, timeout=timeout or self._timeout, metadata=await self._metadata())
+        except grpc.aio.AioRpcError as e:
+            raise from_grpc(e) from None
+
     async def close(self) -> None:
         bound = self._channel.take()
         if bound is not None:

@@ -1,10 +1,11 @@
-"""The sealer over REST: the grpc-gateway mapping (POST /v1/seal and /v1/open
-with the proto's JSON), with httpx."""
+"""The sealer over REST: the grpc-gateway mapping (POST /v1/seal, /v1/open and
+/v1/record with the proto's JSON, bytes as base64), with httpx."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import ssl
 import tempfile
@@ -60,7 +61,9 @@ class RestClient(BaseClient):
             raise SealerError(Reason.UNSPECIFIED, "sealer: deadline exceeded", cause=DEADLINE) from None
 
     async def _exchange(self, path: str, msg: Message, reply: M, timeout: float) -> M:
-        headers = {"content-type": "application/json"}
+        # The call's deadline, as a gRPC client sends it (the gateway reads
+        # it): a retry waiting for an outcome gets IN_PROGRESS within it.
+        headers = {"content-type": "application/json", "grpc-timeout": _grpc_timeout(timeout)}
         token = await token_of(self._token)
         if token:
             headers["authorization"] = f"Bearer {token}"
@@ -105,10 +108,19 @@ class RestClient(BaseClient):
     async def _open(self, msg: pb.OpenRequest, timeout: float | None) -> pb.OpenResponse:
         return await self._post("/v1/open", msg, pb.OpenResponse(), timeout)
 
+    async def _record(self, msg: pb.RecordRequest, timeout: float | None) -> pb.RecordResponse:
+        return await self._post("/v1/record", msg, pb.RecordResponse(), timeout)
+
     async def close(self) -> None:
         http = self._http.take()
         if http is not None:
             await http.aclose()
+
+
+def _grpc_timeout(seconds: float) -> str:
+    """A deadline as gRPC's Grpc-Timeout header writes it: whole milliseconds,
+    at most 8 digits."""
+    return f"{min(max(math.ceil(seconds * 1000), 1), 99_999_999)}m"
 
 
 def from_rest(status: int, body: object) -> SealerError:

@@ -99,15 +99,40 @@ class Sealed:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """The answer recorded for a state an open consumed (README, "Recorded
+    outcomes"): the bytes its ``record`` gave, and when the sealer sealed them."""
+
+    data: bytes = field(repr=False)
+    recorded_at: _dt.datetime
+
+
+@dataclass(frozen=True)
 class Opened:
     """What an open returns. ``request_state`` is the state that opened, as given
-    to open: what the next round continues (``flow_after``)."""
+    to open: what the next round continues (``flow_after``).
+
+    With ``open(..., record_outcome=True)``: ``recording`` says this open
+    consumed the state for an outcome, so the caller runs its handler and then
+    ``record``s the answer it sent; ``outcome`` is set (and ``payload`` empty)
+    when the state was consumed before and its outcome recorded, so the caller
+    answers ``outcome.data`` as it is and runs nothing."""
 
     payload: bytes = field(repr=False)
     issued_at: _dt.datetime
     expires_at: _dt.datetime
     request_state: str = field(repr=False)
     flow: Flow | None = None
+    outcome: Outcome | None = None
+    recording: bool = False
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a record returns: when the state's ledger entry, and with it the
+    outcome, goes away."""
+
+    kept_until: _dt.datetime
 
 
 class SealerClient(Protocol):
@@ -134,10 +159,15 @@ class SealerClient(Protocol):
         principal: str,
         request: Binding,
         responded: Sequence[str] | None = None,
+        record_outcome: bool = False,
         timeout: float | None = None,
     ) -> Opened:
         """Checks a state against the retry presenting it and returns what was sealed;
         a refused state raises a SealerError whose ``rejected`` is true."""
+        ...
+
+    async def record(self, request_state: str, outcome: bytes, *, timeout: float | None = None) -> Recorded:
+        """Records the answer sent for a state an open with ``record_outcome`` consumed."""
         ...
 
     async def close(self) -> None:
@@ -214,17 +244,36 @@ class BaseClient:
         principal: str,
         request: Binding,
         responded: Sequence[str] | None = None,
+        record_outcome: bool = False,
         timeout: float | None = None,
     ) -> Opened:
         """Checks a state against the retry presenting it and returns what was sealed;
-        a refused state raises a SealerError whose ``rejected`` is true."""
-        res = await self._open(open_request_proto(request_state, principal, request, responded), timeout)
+        a refused state raises a SealerError whose ``rejected`` is true.
+
+        ``record_outcome``: a one-time or latest-only state this open consumes
+        is kept for an outcome (``Opened.recording``: the caller records it
+        with ``record``), and a later retry of it that passes every check gets
+        that outcome (``Opened.outcome``) instead of ALREADY_CONSUMED, or
+        IN_PROGRESS when it waited for it in vain. Ignored for other states."""
+        res = await self._open(open_request_proto(request_state, principal, request, responded, record_outcome), timeout)
         return opened_of(res, request_state)
+
+    async def record(self, request_state: str, outcome: bytes, *, timeout: float | None = None) -> Recorded:
+        """Records ``outcome``, the answer sent, for ``request_state`` exactly as an
+        open with ``record_outcome`` consumed it (``Opened.recording``). The first
+        record of a state wins (a later one is ALREADY_CONSUMED); an outcome over
+        the sealer's limit (64 KiB by default) is INVALID_ARGUMENT, and retries
+        of the state are then refused; empty bytes record that none will come."""
+        res = await self._record(pb.RecordRequest(request_state=request_state, outcome=bytes(outcome)), timeout)
+        return recorded_of(res)
 
     async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
         raise NotImplementedError
 
     async def _open(self, msg: pb.OpenRequest, timeout: float | None) -> pb.OpenResponse:
+        raise NotImplementedError
+
+    async def _record(self, msg: pb.RecordRequest, timeout: float | None) -> pb.RecordResponse:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -307,8 +356,8 @@ def seal_request_proto(principal: str, request: Binding, payload: bytes, ttl: fl
     return msg
 
 
-def open_request_proto(request_state: str, principal: str, request: Binding, responded: Sequence[str] | None) -> pb.OpenRequest:
-    msg = pb.OpenRequest(request_state=request_state, principal=principal, request=binding_proto(request))
+def open_request_proto(request_state: str, principal: str, request: Binding, responded: Sequence[str] | None, record_outcome: bool = False) -> pb.OpenRequest:
+    msg = pb.OpenRequest(request_state=request_state, principal=principal, request=binding_proto(request), record_outcome=record_outcome)
     keys = _keys_proto(responded, "responded")
     if keys is not None:
         msg.responded.CopyFrom(keys)
@@ -331,13 +380,27 @@ def opened_of(res: pb.OpenResponse, request_state: str) -> Opened:
     # (another service's 200, a proxy's page) never passes for an open.
     if not res.HasField("issued_at") or not res.HasField("expires_at"):
         raise _not_the_sealers()
+    outcome = None
+    if res.HasField("outcome"):
+        # An outcome answers a retry, which consumes nothing and has no payload.
+        if not res.outcome.HasField("recorded_at") or res.recording or res.payload:
+            raise _not_the_sealers()
+        outcome = Outcome(data=res.outcome.data, recorded_at=_time(res.outcome.recorded_at))
     return Opened(
         payload=res.payload,
         issued_at=_time(res.issued_at),
         expires_at=_time(res.expires_at),
         request_state=request_state,
         flow=_flow_of(res.flow) if res.HasField("flow") else None,
+        outcome=outcome,
+        recording=res.recording,
     )
+
+
+def recorded_of(res: pb.RecordResponse) -> Recorded:
+    if not res.HasField("kept_until"):
+        raise _not_the_sealers()
+    return Recorded(kept_until=_time(res.kept_until))
 
 
 def _not_the_sealers() -> SealerError:

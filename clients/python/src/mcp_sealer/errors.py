@@ -28,6 +28,7 @@ class Reason(enum.IntEnum):
     INPUT_MISMATCH = 12
     FLOW_EXPIRED = 13
     FLOW_EXHAUSTED = 14
+    IN_PROGRESS = 15
 
     @classmethod
     def parse(cls, name: object) -> Reason:
@@ -52,8 +53,10 @@ _REJECTIONS = frozenset(
     }
 )
 
-# The sealer's reasons after which the same call may succeed later.
-_TRANSIENT = frozenset({Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED})
+# The sealer's reasons after which the same call may succeed later:
+# IN_PROGRESS is a retry that came while the first open's handler still ran,
+# whose outcome a later retry gets.
+_TRANSIENT = frozenset({Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED, Reason.IN_PROGRESS})
 
 # The causes, for an error without a reason from the sealer (UNSPECIFIED),
 # of a failure on the way to it: what a log line says instead of UNSPECIFIED.
@@ -105,9 +108,11 @@ class SealerError(Exception):
     @property
     def retryable(self) -> bool:
         """The same call may succeed later: the ledger or the key source could not answer,
-        a limit was hit, the sealer could not be reached or did not answer in time, or a
-        proxy before it answered 502, 503 or 504. Never a TLS failure or another 4xx. A
-        one-time state is not consumed by an open that failed so."""
+        a limit was hit, the state's first open still runs its handler (IN_PROGRESS: a
+        later retry gets its recorded outcome), the sealer could not be reached or did
+        not answer in time, or a proxy before it answered 502, 503 or 504. Never a TLS
+        failure or another 4xx. A one-time state is not consumed by an open that failed
+        so."""
         if self.reason in _TRANSIENT:
             return True
         if self.reason is not Reason.UNSPECIFIED:
@@ -116,8 +121,9 @@ class SealerError(Exception):
 
     @property
     def unavailable(self) -> bool:
-        """The sealer could not answer: unreachable, too slow, its ledger or keys
-        unavailable, a limit hit, or its own internal error."""
+        """The sealer could not answer now: unreachable, too slow, its ledger or keys
+        unavailable, a limit hit, the outcome not recorded yet (IN_PROGRESS), or its
+        own internal error."""
         return self.retryable or self.reason is Reason.INTERNAL or (self.cause == HTTP_STATUS and (self.code or 0) >= 500)
 
     @property
