@@ -1,6 +1,7 @@
 """The tools and the prompt of the MCP conformance suite's input-required-result
-scenarios (SEP-2322), and two booking tools with arguments that the
-integration tests attack, free of any SDK wiring: server.py (MCPServer) and
+scenarios (SEP-2322), two booking tools with arguments that the integration
+tests attack, and a payment tool whose answers are recorded, free of any SDK
+wiring: server.py (MCPServer) and
 fastmcp_server.py (FastMCP) register the same functions.
 
 A function sees one round of a request (``Round``): the client's
@@ -16,6 +17,7 @@ these functions (the middleware answers -32602 first).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -264,3 +266,28 @@ BOOKING_TOOLS: dict[str, str] = {
     "book_table": "books a table in three rounds (confirm, card, booked)",
 }
 """The booking tools by name: their description; ``book(name, seat, round)`` serves each."""
+
+
+# The payment tool: not the conformance suite's, the recorded outcomes' tests
+# (README, "Recorded outcomes"; e2e/python_outcomes_test.go). Its second
+# round acts: it pays, once per request however often the answer is lost
+# and the round retried, for the retry gets the recorded answer.
+
+PAY_TOOL = "pay"
+PAY_DESCRIPTION = "pays an amount to a payee in two rounds (confirm, paid)"
+
+PAYMENTS: Counter[str] = Counter()
+"""The payments made, by payee: how often the handler acted (GET /payments
+with --calls). A retry answered with the recorded answer never counts."""
+
+
+def pay(payee: str, amount: int, r: Round) -> Reply:
+    """Round 1 asks to confirm the payment (key ``confirm``); round 2 pays if
+    confirmed, and answers with the payment's number among all made, so that a
+    second payment would answer differently from the first."""
+    if _state(r, PAY_TOOL) is None:
+        return _ask({"confirm": _elicit(f"Pay {amount} to {payee}?", "ok", "boolean")}, {"tool": PAY_TOOL})
+    if (_accepted(r, "confirm") or {}).get("ok") is not True:
+        return f"not paid: {amount} to {payee} was not confirmed"
+    PAYMENTS[payee] += 1
+    return f"paid {amount} to {payee}: payment {PAYMENTS.total()}"

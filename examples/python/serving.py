@@ -1,5 +1,5 @@
 """What server.py and fastmcp_server.py share besides the tools: the command
-line, the sealer client, the count of handler calls, and serving an ASGI app
+line, the sealer client, the count of handler calls and of payments, and serving an ASGI app
 with uvicorn on a port it binds itself (port 0 picks a free one), announcing
 ``listening on http://HOST:PORT/mcp`` on standard error once it accepts
 connections.
@@ -20,6 +20,8 @@ from typing import Any
 import uvicorn
 from mcp_sealer import GrpcClient, RestClient, SealerClient, grpc_client, rest_client
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+import mrtr_tools
 
 App = Callable[[str, "SealerClient | None"], ASGIApp]
 """Builds the server's ASGI app for a listening host and a sealer client
@@ -96,6 +98,12 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--rest", action="store_true", help="call the sealer over REST instead of gRPC")
     p.add_argument("--one-time", action="store_true", help="seal one-time states: each opens once")
     p.add_argument(
+        "--no-record-outcomes",
+        dest="record_outcomes",
+        action="store_false",
+        help="record no answers: a retry of a state consumed is refused instead of answered with its recorded answer",
+    )
+    p.add_argument(
         "--sdk-boundary",
         action="store_true",
         help="no sealer: keep the SDK's own RequestStateBoundary (a key of this process; the tests' control); --sealer is ignored",
@@ -115,7 +123,11 @@ def parse_args(description: str) -> argparse.Namespace:
         metavar="NAME=KEY,...",
         help="require an API key (Authorization: Bearer KEY) checked by this app's own ASGI middleware, outside the SDK's auth",
     )
-    p.add_argument("--calls", action="store_true", help="serve GET /calls: how many times each handler ran (for tests)")
+    p.add_argument(
+        "--calls",
+        action="store_true",
+        help="serve GET /calls and GET /payments: how many times each handler ran, and the payments made by payee (for tests)",
+    )
     return p.parse_args()
 
 
@@ -130,13 +142,14 @@ def counted(name: str) -> None:
 
 
 def _with_calls(app: ASGIApp) -> ASGIApp:
-    """app, and GET /calls answering CALLS as a JSON object."""
+    """app, and GET /calls answering CALLS, GET /payments mrtr_tools.PAYMENTS, as JSON objects."""
+    counts = {"/calls": CALLS, "/payments": mrtr_tools.PAYMENTS}
 
     async def serve_calls(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/calls":
+        if scope["type"] != "http" or scope["path"] not in counts:
             await app(scope, receive, send)
             return
-        body = json.dumps(dict(CALLS), sort_keys=True).encode()
+        body = json.dumps(dict(counts[scope["path"]]), sort_keys=True).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -36,12 +36,25 @@ its round. What the MCP client sees of a failure, with ``data.reason``:
   retries within one ``deadline`` (5 s by default) for all of them;
 - the way to the sealer wrong (credentials refused, TLS, an address that is
   not the sealer's): -32603 "requestState sealer misconfigured",
-  ``sealer_misconfigured``, at once.
+  ``sealer_misconfigured``, at once;
+- a retry that came while the handler of the state's first open still ran,
+  and waited for its answer in vain: -32603 "Request still in progress",
+  ``in_progress`` (retry later: the answer will be there).
 
 Neither the sealer's address, nor its message, nor its reason reaches the MCP
 client: each failure is logged once on this module's logger, with the
 sealer's address and the reason or cause. On an open the handler never runs;
 on a seal the handler has run and its ``input_required`` result is dropped.
+
+Recorded outcomes (README, "Recorded outcomes"): every open asks the sealer
+to keep the state's answer (``record_outcomes``, on by default), which it
+does for a one-time state or a latest-only round. The open that consumes
+such a state runs the handler, and the answer sent, result or JSON-RPC error
+(``mcp_sealer.answers``), is then recorded in the background: a failed
+record is logged and never holds up or changes the answer. A retry of that
+state that passes every check (the same principal, request and input keys)
+is answered with the recorded answer under its own id, and the handler does
+not run again; any other retry is refused as before.
 
 Lifetime: the client is built anywhere, at import time included, and binds
 to the running event loop on first use (``mcp_sealer.client.LoopBound``);
@@ -58,6 +71,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -68,17 +82,20 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary, authenticated_principal
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, InputRequiredResult
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, ErrorData, InputRequiredResult
 from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required, parse_client_request, validate_client_request
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from .client import Opened, SealerClient, flow_after, input_keys
+from . import answers
+from .client import Opened, Outcome, SealerClient, flow_after, input_keys
 from .digest import request_digest
 from .errors import DEADLINE, Reason, SealerError
 
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_DEADLINE",
+    "REQUEST_IN_PROGRESS",
     "RESERVED_PREFIX",
     "SEALER_MISCONFIGURED",
     "SEALER_UNAVAILABLE",
@@ -156,6 +173,9 @@ def _reject(method: str, why: str) -> NoReturn:
 SEALER_UNAVAILABLE = "sealer_unavailable"
 #: ``data.reason`` of the -32603 answered when the way to the sealer is wrong.
 SEALER_MISCONFIGURED = "sealer_misconfigured"
+#: ``data.reason`` of the -32603 answered to a retry that came while the
+#: handler of its state's first open still ran (the sealer's IN_PROGRESS).
+REQUEST_IN_PROGRESS = "in_progress"
 
 
 def _fail(method: str, what: str, err: BaseException, sealer: object = None) -> NoReturn:
@@ -170,6 +190,40 @@ def _fail(method: str, what: str, err: BaseException, sealer: object = None) -> 
         raise MCPError(code=INTERNAL_ERROR, message="requestState sealer misconfigured", data={"reason": SEALER_MISCONFIGURED})
     logger.error("requestState %s failed on %s: %s", what, method, err)
     raise MCPError(code=INTERNAL_ERROR, message="Internal error")
+
+
+def _replay(method: str, outcome: Outcome) -> HandlerResult:
+    """The answer recorded for a retry's state, to send under the retry's id:
+    its result, or its error raised."""
+    try:
+        answer = answers.decode(outcome.data)
+    except ValueError as e:
+        logger.error("a retry on %s: the outcome recorded for its state is not an answer (%s)", method, e)
+        raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
+    logger.info("a retry on %s answered with the answer recorded at %s; the handler did not run", method, outcome.recorded_at.isoformat())
+    if answer.error is not None:
+        raise MCPError(code=answer.error["code"], message=answer.error["message"], data=answer.error.get("data"))
+    return answer.result
+
+
+def _wire(result: HandlerResult) -> dict[str, Any]:
+    """result as the SDK puts it on the wire (``mcp.server.runner._dump_result``),
+    which the middleware returns and records, so that both are one."""
+    if result is None:
+        return {}
+    if isinstance(result, BaseModel):
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dict(result)
+
+
+def _outcome_of(method: str, encode: Callable[[], bytes]) -> bytes:
+    """The outcome encode makes, or none (empty: retries are refused) for an
+    answer that is not JSON, which no retry could be answered with."""
+    try:
+        return encode()
+    except (TypeError, ValueError) as e:
+        logger.error("the answer to %s is not JSON (%s): recorded as none", method, e)
+        return b""
 
 
 class SealerUnready(RuntimeError):
@@ -188,8 +242,14 @@ class SealedRequestState:
     ``ANONYMOUS``. Without ``principal`` (only with ``allow_anonymous``, else
     ValueError) the SDK's ``authenticated_principal`` is asked.
 
-    ``deadline`` (seconds) bounds each seal and each open, every attempt and
-    backoff included: a hung sealer costs a request at most that long.
+    ``deadline`` (seconds) bounds each seal, each open and each record, every
+    attempt and backoff included: a hung sealer costs a request at most that
+    long (a record costs it nothing: it runs beside the answer, in a task of
+    its own).
+    ``record_outcomes`` (default True) records the answer to every state that
+    opens once (one-time, or a latest-only round) so that a retry of it gets
+    the same answer, the handler not run again; False opens without, and a
+    retry of a state consumed is refused (ALREADY_CONSUMED).
     ``attempts`` and ``backoff_seconds`` shape the retries of a failure that
     may pass (``SealerError.retryable``) within it. ``check_at_start``: see
     ``check``.
@@ -209,6 +269,7 @@ class SealedRequestState:
         backoff_seconds: float = 0.05,
         deadline: float = DEFAULT_DEADLINE,
         check_at_start: bool = True,
+        record_outcomes: bool = True,
     ) -> None:
         if ttl_seconds is not None and not ttl_seconds > 0:
             raise ValueError("ttl_seconds must be a positive number of seconds")
@@ -227,6 +288,11 @@ class SealedRequestState:
         self._backoff = backoff_seconds
         self._deadline = deadline
         self.check_at_start = check_at_start
+        self._record_outcomes = record_outcomes
+        # The records on their way to the sealer, each beside the answer it
+        # records: kept here so that none is collected unfinished, and
+        # awaited at the server's end (flush).
+        self._records: set[asyncio.Task[None]] = set()
         # The low-level server whose handlers will read the params (set by
         # sealed_request_state): their params types are checked before a
         # state is opened.
@@ -256,17 +322,85 @@ class SealedRequestState:
             if isinstance(round_.binding, SealerError):
                 _reject(ctx.method, f"params the digest refuses ({round_.binding})")
             round_.opened = await self._open(ctx, round_, round_.binding, params, wire)
+            if round_.opened.outcome is not None:
+                return _replay(ctx.method, round_.opened.outcome)
+            if round_.opened.recording:
+                return await self._recorded(ctx.method, round_.opened, self._serve(ctx, call_next, round_))
+        return await self._serve(ctx, call_next, round_)
+
+    async def _serve(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, round_: _Round) -> HandlerResult:
+        """Runs the handler, given the plaintext of the state opened, and seals the state it returns."""
+        if round_.opened is not None:
             try:
                 plaintext = round_.opened.payload.decode("utf-8")
             except UnicodeDecodeError:
                 _reject(ctx.method, "the payload is not text (sealed by something other than this middleware)")
-            ctx = dataclasses.replace(ctx, params={**params, "requestState": plaintext})
+            ctx = dataclasses.replace(ctx, params={**(ctx.params or {}), "requestState": plaintext})
         token = _current.set(round_)
         try:
             result = await call_next(ctx)
         finally:
             _current.reset(token)
         return await self._seal_result(ctx, result, round_)
+
+    async def _recorded(self, method: str, opened: Opened, answer: Awaitable[HandlerResult]) -> HandlerResult:
+        """Awaits the answer to a state opened for an outcome and records it as
+        it goes out: the result, or the JSON-RPC error the SDK sends for what
+        was raised (the handler may have acted before it failed)."""
+        try:
+            result = await answer
+            if isinstance(result, ErrorData):
+                raise MCPError.from_error_data(result)
+        except Exception as e:
+            error = handler_exception_to_error_data(e)
+            if error is None:
+                # Answered as the 2026-07-28 HTTP transport answers it, here
+                # on every transport: the answer recorded is the answer sent.
+                logger.exception("the handler of %s raised", method)
+                error = ErrorData(code=INTERNAL_ERROR, message="Internal server error")
+                self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_error, error.code, error.message)))
+                raise MCPError.from_error_data(error) from None
+            self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_error, error.code, error.message, error.data)))
+            raise
+        except BaseException:
+            # Cancelled: no answer goes out, so none is recorded, and a retry
+            # is refused at once instead of waiting for one.
+            self._record_later(method, opened, b"")
+            raise
+        sent = _wire(result)
+        self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_result, sent)))
+        return sent
+
+    def _record_later(self, method: str, opened: Opened, outcome: bytes) -> None:
+        """Records outcome for the state opened in a task of its own: the answer
+        goes out without waiting for it."""
+        try:
+            task = asyncio.get_running_loop().create_task(self._record(method, opened.request_state, outcome))
+        except RuntimeError:  # the loop is closing: nothing can be sent
+            logger.error("the answer to %s was not recorded: the event loop is closing", method)
+            return
+        self._records.add(task)
+        task.add_done_callback(self._records.discard)
+
+    async def _record(self, method: str, state: str, outcome: bytes) -> None:
+        where = getattr(self.sealer, "url", "") or "the sealer"
+        try:
+            await self._retrying(lambda timeout: self.sealer.record(state, outcome, timeout=timeout))
+        except SealerError as e:
+            # The answer is sent all the same: a retry of its state is
+            # refused (or waits out the sealer's outcome-wait first), never
+            # served twice.
+            logger.error("the answer to %s (%d bytes) was not recorded: the sealer at %s: %s (%s)", method, len(outcome), where, e.why, e)
+        except Exception:
+            logger.exception("the answer to %s was not recorded", method)
+
+    async def flush(self) -> None:
+        """Waits until the answers on their way to the sealer are recorded (or
+        failed, each within ``deadline``): done at the server's end; a test
+        calls it before it counts what was recorded."""
+        loop = asyncio.get_running_loop()
+        while pending := [t for t in self._records if t.get_loop() is loop]:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def _open(self, ctx: ServerRequestContext[Any, Any], round_: _Round, digest: bytes, params: Mapping[str, Any], wire: object) -> Opened:
         # Every state the sealer writes is base64url: anything else is
@@ -282,6 +416,7 @@ class SealedRequestState:
                     principal=principal,
                     request=digest,
                     responded=input_keys(params.get("inputResponses")),
+                    record_outcome=self._record_outcomes,
                     timeout=timeout,
                 )
             )
@@ -290,6 +425,9 @@ class SealedRequestState:
             # its encoding): the client's to start over, never a sealer fault.
             if e.rejected or e.reason is Reason.INVALID_ARGUMENT:
                 _reject(ctx.method, e.reason.name)
+            if e.reason is Reason.IN_PROGRESS:
+                logger.warning("requestState open on %s: its first open's handler still runs (IN_PROGRESS); answered in_progress", ctx.method)
+                raise MCPError(code=INTERNAL_ERROR, message="Request still in progress", data={"reason": REQUEST_IN_PROGRESS}) from None
             _fail(ctx.method, "open", e, self.sealer)
 
     def _check_params(self, ctx: ServerRequestContext[Any, Any], params: Mapping[str, Any]) -> None:
@@ -506,6 +644,7 @@ def _wrap_lifespan(lowlevel: Server[Any], mw: SealedRequestState) -> None:
             async with inner(app) as state:
                 yield state
         finally:
+            await mw.flush()
             await mw.sealer.close()
 
     lifespan._mcp_sealer_inner = inner  # type: ignore[attr-defined]

@@ -1,8 +1,8 @@
-"""What the MCP-level tests (test_mcp_attacks.py, test_fleet.py) share: the
-example servers started together, the handler counts they report, two
-callers of one request (the SDK's own client and raw JSON-RPC over HTTP),
-the sealer's reasons, and a round-robin forwarder that stands for a load
-balancer.
+"""What the MCP-level tests (test_mcp_attacks.py, test_fleet.py,
+test_outcomes.py) share: the example servers started together, the handler
+counts they report, two callers of one request (the SDK's own client and raw
+JSON-RPC over HTTP), the sealer's reasons, a round-robin forwarder that
+stands for a load balancer, and a network that loses answers.
 
 Each example server runs with ``--calls``: ``GET /calls`` reports how many
 times each handler ran, so a test tells a request its boundary refused from
@@ -19,7 +19,7 @@ import json
 import socket
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -77,6 +77,13 @@ class Server:
         """How many times each handler ran since the server started."""
         async with httpx.AsyncClient() as h:
             r = await h.get(self.base + "/calls")
+        r.raise_for_status()
+        return Counter(r.json())
+
+    async def payments(self) -> Counter[str]:
+        """The payments the pay tool made since the server started, by payee."""
+        async with httpx.AsyncClient() as h:
+            r = await h.get(self.base + "/payments")
         r.raise_for_status()
         return Counter(r.json())
 
@@ -306,12 +313,22 @@ class Outcome:
     handler_calls: int
     then: Reply | None = None
     """The honest round sent after the attack, when the attack leaves one to send."""
+    original: Reply | None = None
+    """The answer the attacked round got first, when the attack resends a round."""
 
     def refused_before_the_handler(self) -> None:
         assert self.replies == [], f"the attack proceeded: {self.replies}"
         for e in self.refusals:
             assert_refused(e)
         assert self.handler_calls == 0, f"a handler ran {self.handler_calls} time(s) on a refused state"
+
+    def replayed(self) -> None:
+        """Every request got the answer recorded for its state, the original's,
+        and no handler ran: a round resent is answered again, never served again."""
+        assert self.refusals == [], f"refused: {[e.error for e in self.refusals]}"
+        assert self.replies and self.original is not None
+        assert all(r == self.original for r in self.replies), f"{self.replies} differ from the original {self.original}"
+        assert self.handler_calls == 0, f"a handler ran {self.handler_calls} time(s) on a state consumed"
 
     def proceeded(self, n: int) -> None:
         assert self.refusals == [], f"refused: {[e.error for e in self.refusals]}"
@@ -419,3 +436,60 @@ class Forwarder:
         out.append((b"content-length", str(len(r.content)).encode()))
         await send({"type": "http.response.start", "status": r.status_code, "headers": out})
         await send({"type": "http.response.body", "body": r.content})
+
+
+# A network that loses answers.
+
+
+class AnswerCutter:
+    """Stands between an MCP client and an MCP server over HTTP and loses
+    answers as a network does: for a request ``cut`` picks (it sees the
+    body), it forwards the request, reads the whole answer (so the handler has
+    run and answered), keeps it in ``lost``, then closes the client's
+    connection without a byte of it. Every other request passes through. A
+    server on the test's own event loop; the e2e tests' Go twin is
+    ``cutAnswers`` (e2e/cutanswer_test.go)."""
+
+    def __init__(self, upstream: str, cut: Callable[[bytes], bool]) -> None:
+        self.upstream = upstream
+        self.cut = cut
+        self.lost: list[bytes] = []
+        """The answers cut, as the server sent them."""
+        self.passed = 0
+        self.url = ""
+        self._server: asyncio.Server | None = None
+        self._http = httpx.AsyncClient(timeout=30, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY))
+
+    async def __aenter__(self) -> AnswerCutter:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+        await self._http.aclose()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                fields = [line.split(":", 1) for line in head[1:] if ":" in line]
+                headers = {k.strip().lower(): v.strip() for k, v in fields}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                hop = {"host", "content-length", "connection", "transfer-encoding"}
+                r = await self._http.post(self.upstream, content=body, headers={k: v for k, v in headers.items() if k not in hop})
+                if self.cut(body):
+                    self.lost.append(r.content)
+                    return  # the connection closes: the answer is lost
+                self.passed += 1
+                out = [f"HTTP/1.1 {r.status_code} {r.reason_phrase}", f"content-length: {len(r.content)}"]
+                out += [f"{k}: {v}" for k, v in r.headers.items() if k.lower() not in hop]
+                writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + r.content)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client closed its connection
+        finally:
+            writer.close()

@@ -61,19 +61,26 @@ def lowlevel_server(sealer: SealerClient, **options: Any) -> tuple[Server[Any], 
     return server, calls, states
 
 
-async def test_lowlevel_rounds(real_sealer: Sealer) -> None:
+@pytest.mark.parametrize("record_outcomes", [True, False], ids=["recording", "switched-off"])
+async def test_lowlevel_rounds(real_sealer: Sealer, record_outcomes: bool) -> None:
     async with grpc_client(real_sealer.grpc_url) as sealer:
-        server, calls, _ = lowlevel_server(sealer)
+        server, calls, _ = lowlevel_server(sealer, record_outcomes=record_outcomes)
         async with Client(server, mode="2026-07-28") as client:
             s = client.session
             r1 = await s.call_tool("delete", {"path": "/a"}, allow_input_required=True)
             assert isinstance(r1, InputRequiredResult) and r1.request_state and r1.request_state.startswith("Ag")
             r2 = await s.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r1.request_state, allow_input_required=True)
             assert isinstance(r2, InputRequiredResult) and r2.request_state and r2.request_state != r1.request_state
-            # Round 1's state, one-time and of an earlier round, never opens again.
-            with pytest.raises(MCPError) as e:
-                await s.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r1.request_state)
-            assert e.value.code == -32602
+            # Round 1's state, one-time, opened once: sent again, it gets the
+            # answer recorded for it (round 2's very state), the handler not
+            # run again; with the switch off it is refused.
+            if record_outcomes:
+                again = await s.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r1.request_state, allow_input_required=True)
+                assert again == r2, again
+            else:
+                with pytest.raises(MCPError) as e:
+                    await s.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r1.request_state)
+                assert e.value.code == -32602
             r3 = await s.call_tool("delete", {"path": "/a"}, input_responses=YES, request_state=r2.request_state)
             assert isinstance(r3, CallToolResult) and r3.content[0].text == "deleted in round 3"  # type: ignore[union-attr]
     assert calls == Counter({"round 1": 1, "asked once": 1, "asked twice": 1})

@@ -23,6 +23,13 @@ twice, a rewind to an earlier round, 32 parallel retries of one round, and
 answers under other keys than the round asked (an extra, a missing, a
 differently-cased key): there the control shows the handler running on it
 (a second booking, a fork of the request).
+
+A round resent as it was (a state used twice, a rewind, parallel retries)
+is what an honest client sends when an answer is lost. With answers
+recorded (the middleware's default, README "Recorded outcomes") it gets the
+answer its round got first, and no handler runs: no second booking, no fork.
+With ``--no-record-outcomes`` it is refused ALREADY_CONSUMED, before any
+handler runs.
 """
 
 from __future__ import annotations
@@ -68,6 +75,10 @@ class Servers:
     """States sealed by the sealer (flows, latest round only: the default)."""
     one_time: Server
     """The same with --one-time: every state opens at most once."""
+    switched_off: Server
+    """The sealed server with --no-record-outcomes: a state consumed is refused."""
+    one_time_switched_off: Server
+    """The same with --one-time."""
     sdk: Server
     """The control: the SDK's own boundary, no sealer."""
 
@@ -79,6 +90,8 @@ def servers(request: pytest.FixtureRequest, real_sealer: Sealer) -> Servers:
     specs = [
         (script, real_sealer.grpc_url, auth, 0),
         (script, real_sealer.grpc_url, (*auth, "--one-time"), 0),
+        (script, real_sealer.grpc_url, (*auth, "--no-record-outcomes"), 0),
+        (script, real_sealer.grpc_url, (*auth, "--one-time", "--no-record-outcomes"), 0),
         (script, NO_SEALER, (*auth, "--sdk-boundary"), 0),
     ]
     return Servers(*shared(request, specs))
@@ -135,6 +148,7 @@ async def rewind(c: Caller, s: Server) -> Outcome:
     r1 = await c.call(s.url, "book_seat", SEAT)
     r2 = await c.call(s.url, "book_seat", SEAT, responses=CONFIRM, state=r1.state)
     out = await attempt(s, [c.call(s.url, "book_seat", SEAT, responses=CONFIRM, state=r1.state)])
+    out.original = r2
     out.then = await c.call(s.url, "book_seat", SEAT, responses=PAY, state=r2.state)
     assert out.then.complete
     return out
@@ -146,7 +160,9 @@ async def used_twice(c: Caller, s: Server) -> Outcome:
     r2 = await c.call(s.url, "book_seat", SEAT, responses=CONFIRM, state=r1.state)
     r3 = await c.call(s.url, "book_seat", SEAT, responses=PAY, state=r2.state)
     assert r3.complete, r3
-    return await attempt(s, [c.call(s.url, "book_seat", SEAT, responses=PAY, state=r2.state)])
+    out = await attempt(s, [c.call(s.url, "book_seat", SEAT, responses=PAY, state=r2.state)])
+    out.original = r3
+    return out
 
 
 def answered(responses: dict[str, object] | None) -> Callable[[Caller, Server], Awaitable[Outcome]]:
@@ -173,6 +189,9 @@ class Attack:
     """Sent to the --one-time server."""
     wire_only: bool = False
     """The SDK's client cannot send it."""
+    replayed: bool = False
+    """A round resent as it was: answered with its recorded answer where answers
+    are recorded (the default), refused (reason) with --no-record-outcomes."""
 
 
 ATTACKS = {
@@ -184,11 +203,12 @@ ATTACKS = {
     "tampered_truncated": Attack(tampered(lambda s: s[:-1]), "INVALID_STATE", "refused"),
     "tampered_not_a_string": Attack(tampered(lambda s: [s]), None, "refused", wire_only=True),
     # Sent twice, the booking is made twice under the SDK's boundary. The
-    # default (flows, latest round only) refuses it as --one-time does.
-    "one_time_used_twice": Attack(used_twice, "ALREADY_CONSUMED", "complete", one_time=True),
-    "last_round_used_twice": Attack(used_twice, "ALREADY_CONSUMED", "complete"),
+    # default (flows, latest round only) answers it as --one-time does: the
+    # booking's own answer again, or with the switch off a refusal.
+    "one_time_used_twice": Attack(used_twice, "ALREADY_CONSUMED", "complete", one_time=True, replayed=True),
+    "last_round_used_twice": Attack(used_twice, "ALREADY_CONSUMED", "complete", replayed=True),
     # Rewound, round 2 is answered again: the request forks.
-    "rewind_to_round_1": Attack(rewind, "ALREADY_CONSUMED", "input_required"),
+    "rewind_to_round_1": Attack(rewind, "ALREADY_CONSUMED", "input_required", replayed=True),
     "extra_input_key": Attack(answered({**CONFIRM, **PAY}), "INPUT_MISMATCH", "input_required"),
     "missing_input_key": Attack(answered(None), "INPUT_MISMATCH", "input_required"),
     "cased_input_key": Attack(answered({"Confirm": CONFIRM["confirm"]}), "INPUT_MISMATCH", "input_required"),
@@ -212,18 +232,40 @@ async def test_honest_booking_completes(servers: Servers, kind: str) -> None:
         assert await s.handler_calls() - before == 3
 
 
+def target(servers: Servers, a: Attack) -> Server:
+    """The server an attack is refused by: a resent round where no answers are recorded."""
+    if a.replayed:
+        return servers.one_time_switched_off if a.one_time else servers.switched_off
+    return servers.one_time if a.one_time else servers.sealed
+
+
 @pytest.mark.parametrize(("attack", "kind"), CASES)
 async def test_attack_refused_before_the_handler(servers: Servers, real_sealer: Sealer, attack: str, kind: str) -> None:
     a = ATTACKS[attack]
     before = sealer_reasons(real_sealer)
     async with caller(kind) as c:
-        out = await a.run(c, servers.one_time if a.one_time else servers.sealed)
+        out = await a.run(c, target(servers, a))
     out.refused_before_the_handler()
     if a.reason is not None:
         await logged(real_sealer, before, a.reason)
     if out.then is not None:
         # The honest user's own round proceeds: the refused attack consumed nothing.
         assert out.then.asks == ["payment"] or out.then.complete, out.then
+
+
+REPLAYED = [pytest.param(name, kind, id=f"{name}-{kind}") for name, a in ATTACKS.items() for kind in CALLERS if a.replayed]
+
+
+@pytest.mark.parametrize(("attack", "kind"), REPLAYED)
+async def test_round_resent_gets_its_answer_again(servers: Servers, real_sealer: Sealer, attack: str, kind: str) -> None:
+    a = ATTACKS[attack]
+    before = sealer_reasons(real_sealer)
+    async with caller(kind) as c:
+        out = await a.run(c, servers.one_time if a.one_time else servers.sealed)
+    out.replayed()
+    assert sealer_reasons(real_sealer) - before == Counter(), "the sealer refused a call"
+    if out.then is not None:
+        assert out.then.complete, out.then
 
 
 @pytest.mark.parametrize(("attack", "kind"), CASES)
@@ -250,17 +292,29 @@ async def parallel_retries(s: Server, runs: int) -> list[Outcome]:
         for _ in range(runs):
             r1 = await c.call(s.url, "book_seat", SEAT)
             out = await attempt(s, [c.call(s.url, "book_seat", SEAT, responses=CONFIRM, state=r1.state) for _ in range(RETRIES)])
-            if len(out.replies) == 1:
-                # The one that proceeded is the request's only continuation: it books.
+            if out.replies and all(r == out.replies[0] for r in out.replies):
+                # The one that proceeded (whose answer any other got again)
+                # is the request's only continuation: it books.
                 out.then = await c.call(s.url, "book_seat", SEAT, responses=PAY, state=out.replies[0].state)
                 assert out.then.complete, out.then
             outcomes.append(out)
     return outcomes
 
 
-async def test_parallel_retries_at_most_one_proceeds(servers: Servers, real_sealer: Sealer) -> None:
+async def test_parallel_retries_one_runs_all_get_its_answer(servers: Servers, real_sealer: Sealer) -> None:
     before = sealer_reasons(real_sealer)
     for out in await parallel_retries(servers.sealed, RUNS):
+        assert out.handler_calls == 1, f"{out.handler_calls} of {RETRIES} parallel retries ran the handler"
+        assert out.refusals == [], [e.error for e in out.refusals]
+        assert len(out.replies) == RETRIES and len(set(map(repr, out.replies))) == 1, out.replies
+        assert out.then is not None
+    assert sealer_reasons(real_sealer) - before == Counter(), "the sealer refused a call"
+
+
+async def test_parallel_retries_at_most_one_proceeds(servers: Servers, real_sealer: Sealer) -> None:
+    """With the switch off: one proceeds, every other is refused."""
+    before = sealer_reasons(real_sealer)
+    for out in await parallel_retries(servers.switched_off, RUNS):
         assert len(out.replies) <= 1, f"{len(out.replies)} of {RETRIES} parallel retries proceeded"
         assert out.handler_calls == len(out.replies)
         assert len(out.refusals) == RETRIES - len(out.replies)
