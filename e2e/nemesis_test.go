@@ -75,7 +75,12 @@ func nemesisEnv(t *testing.T) nemesisConfig {
 // network, pauses and kills processes and skews a sealer's clock. The
 // checker holds the history to at most once: no one-time state opened
 // twice, no flow round opened twice or after a later round, every refusal
-// typed. With --ledger-replicas 1 and the clock check any violation fails
+// typed. Half the states and flows are opened with record_outcome, as an
+// adapter that records outcomes does: the client runs the handler when an
+// open returns the payload and records its answer, and the checker holds
+// it to exactly once: no handler run twice, every retry answered with a
+// recorded outcome answered with its state's one run's answer, no Record
+// refused. With --ledger-replicas 1 and the clock check any violation fails
 // the test; SEALER_NEMESIS_UNSAFE=1 runs the same schedule without them
 // and reports the losses found. SEALER_NEMESIS_REPLAY=FILE judges a saved
 // history instead.
@@ -181,8 +186,9 @@ func runNemesis(t *testing.T, cfg nemesisConfig, seed uint64, bin, server, cli s
 	t.Logf("seed %d, %s:\n%s", seed, mode, summary(r))
 	switch {
 	case cfg.unsafe:
-		t.Logf("UNSAFE run: %d violations found (one-time double opens %d, flow rounds opened twice %d, after a later round %d, bad refusals %d)",
-			len(r.Violations), r.OneTimeDouble, r.RoundDouble, r.StaleRounds, r.BadRefusals)
+		t.Logf("UNSAFE run: %d violations found (one-time double opens %d, flow rounds opened twice %d, after a later round %d, bad refusals %d, "+
+			"answers not the handler's %d, records refused %d)",
+			len(r.Violations), r.OneTimeDouble, r.RoundDouble, r.StaleRounds, r.BadRefusals, r.WrongAnswers, r.RecordsRefused)
 		for _, v := range r.Violations[:min(len(r.Violations), 10)] {
 			t.Log(v)
 		}
@@ -201,6 +207,9 @@ func runNemesis(t *testing.T, cfg nemesisConfig, seed uint64, bin, server, cli s
 	}
 	if r.Outcomes["OK"] == 0 {
 		t.Error("no operation succeeded")
+	}
+	if r.HandlerRuns == 0 || r.Answered == 0 {
+		t.Errorf("recorded outcomes untested: %d handler runs, %d retries answered with an outcome", r.HandlerRuns, r.Answered)
 	}
 }
 

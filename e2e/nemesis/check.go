@@ -47,7 +47,11 @@ var unexpected = []string{"INVALID_STATE", "PRINCIPAL_MISMATCH", "REQUEST_MISMAT
 
 // Violation is one breach of the rules the checker holds a history to.
 type Violation struct {
-	Rule  string // "one-time opened twice", "round opened twice", "round opened after a later one", "refusal"
+	// Rule is "one-time opened twice", "round opened twice" (a handler
+	// ran twice), "round opened after a later one", "refusal", "answer
+	// not the handler's", "answer with no handler run" or "record
+	// refused".
+	Rule  string
 	What  string
 	Ops   []Op
 	Fault string // the fault during or last before the first operation: where the loss began
@@ -59,6 +63,9 @@ func (v Violation) String() string {
 	for _, op := range v.Ops {
 		fmt.Fprintf(&b, "\n\t%s replica %d client %d %s..%s %s", op.Kind, op.Replica, op.Client,
 			op.Invoked.Format("15:04:05.000"), op.Done.Format("15:04:05.000"), op.Outcome)
+		if op.Answer != "" {
+			fmt.Fprintf(&b, " answer %q", op.Answer)
+		}
 	}
 	return b.String()
 }
@@ -77,21 +84,34 @@ type Result struct {
 	Outcomes      map[string]int // outcome -> operations
 	Kinds         map[string]int // op kind -> operations
 	Indeterminate int
-	OneTimeDouble int // one-time states opened OK more than once
-	RoundDouble   int // flow rounds opened OK more than once
+	OneTimeDouble int // one-time states opened OK with their payload more than once
+	RoundDouble   int // flow rounds opened OK with their payload more than once
 	StaleRounds   int // rounds opened OK after a later round's OK open completed
 	BadRefusals   int
-	Violations    []Violation
-	LossesBy      map[string]int        // fault kind -> violations that began during or after it
-	ByFault       map[string]*KindStats // fault kind ("" for the quiet times) -> stats
-	Wholes        []time.Duration       // per fault, time to whole (-1: never)
+	// Recorded outcomes: the handler runs, the opens answered with a
+	// recorded outcome instead (their handler did not run), the opens
+	// refused IN_PROGRESS, the answers that were not the one handler
+	// run's, and the Records refused for a claim that was gone.
+	HandlerRuns    int
+	Answered       int
+	InProgress     int
+	WrongAnswers   int
+	RecordsRefused int
+	Violations     []Violation
+	LossesBy       map[string]int        // fault kind -> violations that began during or after it
+	ByFault        map[string]*KindStats // fault kind ("" for the quiet times) -> stats
+	Wholes         []time.Duration       // per fault, time to whole (-1: never)
 }
 
-// Check judges a history: no one-time state opened OK twice; per flow, no
-// round opened OK twice and none opened OK by a call invoked after an OK
-// open of a later round completed (latest-only); every refusal typed and
-// expected. It measures availability per kind of fault and, after each
-// heal, how long until every replica answered an OK open again.
+// Check judges a history: no one-time state opened OK with its payload
+// twice; per flow, no round opened so twice and none opened OK by a call
+// invoked after an OK open of a later round completed (latest-only);
+// every refusal typed and expected. An open answered with a recorded
+// outcome is no open of the payload (no handler ran for it), but its
+// answer must be the one the handler run of its state gave (exactly
+// once), and a Record must find the claim its open made. It measures
+// availability per kind of fault and, after each heal, how long until
+// every replica answered an OK open again.
 func Check(h *History) *Result {
 	ops := h.Ops()
 	r := &Result{Ops: len(ops), Outcomes: map[string]int{}, Kinds: map[string]int{}, ByFault: map[string]*KindStats{}}
@@ -102,10 +122,18 @@ func Check(h *History) *Result {
 	}
 	roundOK := map[flowRound][]Op{}
 	flowOK := map[string][]Op{}
+	runs := map[string][]Op{} // state -> the handler runs for it
+	var answered []Op
 	for _, op := range ops {
 		r.Outcomes[op.Outcome]++
 		r.Kinds[op.Kind]++
 		switch {
+		case op.Kind == KindHandler:
+			r.HandlerRuns++
+			runs[op.State] = append(runs[op.State], op)
+		case op.Outcome == "OK" && op.Answer != "" && op.Kind != KindRecord:
+			r.Answered++
+			answered = append(answered, op)
 		case op.Outcome == "OK":
 			switch op.Kind {
 			case KindOpen, KindReplay:
@@ -116,7 +144,15 @@ func Check(h *History) *Result {
 			}
 		case strings.HasPrefix(op.Outcome, "INDETERMINATE:"):
 			r.Indeterminate++
-		case !typed(op.Outcome) || slices.Contains(unexpected, op.Outcome):
+		case op.Outcome == "IN_PROGRESS" && op.RecordOutcome:
+			r.InProgress++
+		case op.Kind == KindRecord && (op.Outcome == "ALREADY_CONSUMED" || op.Outcome == "INVALID_ARGUMENT"):
+			// Refused as not claimed, or claimed again: the claim its open
+			// made was lost, as a loss of the consume is.
+			r.RecordsRefused++
+			r.Violations = append(r.Violations, Violation{Rule: "record refused",
+				What: fmt.Sprintf("Record of state %s refused %s: the claim of its open is gone", op.State, op.Outcome), Ops: []Op{op}})
+		case !typed(op.Outcome) || slices.Contains(unexpected, op.Outcome) || op.Outcome == "IN_PROGRESS":
 			r.BadRefusals++
 			r.Violations = append(r.Violations, Violation{Rule: "refusal", What: fmt.Sprintf("%s is not a typed, expected reason", op.Outcome), Ops: []Op{op}})
 		}
@@ -124,15 +160,16 @@ func Check(h *History) *Result {
 	for _, state := range sortedKeys(onceOK) {
 		if oks := onceOK[state]; len(oks) > 1 {
 			r.OneTimeDouble++
-			r.Violations = append(r.Violations, Violation{Rule: "one-time opened twice", What: fmt.Sprintf("state %s opened OK %d times", state, len(oks)), Ops: oks})
+			r.Violations = append(r.Violations, Violation{Rule: "one-time opened twice", What: fmt.Sprintf("state %s opened OK with its payload %d times", state, len(oks)), Ops: oks})
 		}
 	}
 	for fr, oks := range roundOK {
 		if len(oks) > 1 {
 			r.RoundDouble++
-			r.Violations = append(r.Violations, Violation{Rule: "round opened twice", What: fmt.Sprintf("flow %s round %d opened OK %d times", fr.flow, fr.round, len(oks)), Ops: oks})
+			r.Violations = append(r.Violations, Violation{Rule: "round opened twice", What: fmt.Sprintf("flow %s round %d opened OK with its payload %d times", fr.flow, fr.round, len(oks)), Ops: oks})
 		}
 	}
+	r.judgeAnswers(answered, runs)
 	for flow, oks := range flowOK {
 		for _, late := range oks {
 			for _, later := range oks {
@@ -155,6 +192,27 @@ func Check(h *History) *Result {
 	}
 	r.availability(ops, faults, h.Run.Replicas)
 	return r
+}
+
+// judgeAnswers holds the opens answered with a recorded outcome to exactly
+// once: each got the answer of the handler run of its own state (for a
+// flow, of its round, run for that same state and not a fork's twin),
+// and none got one for a state no handler ran for. A state's second run
+// is a double open, judged as such.
+func (r *Result) judgeAnswers(answered []Op, runs map[string][]Op) {
+	for _, op := range answered {
+		ran := runs[op.State]
+		switch {
+		case len(ran) == 0:
+			r.WrongAnswers++
+			r.Violations = append(r.Violations, Violation{Rule: "answer with no handler run",
+				What: fmt.Sprintf("state %s answered %q, but no handler ran for it", op.State, op.Answer), Ops: []Op{op}})
+		case !slices.ContainsFunc(ran, func(run Op) bool { return run.Answer == op.Answer }):
+			r.WrongAnswers++
+			r.Violations = append(r.Violations, Violation{Rule: "answer not the handler's",
+				What: fmt.Sprintf("state %s answered %q, its handler %q", op.State, op.Answer, ran[0].Answer), Ops: append(slices.Clone(ran), op)})
+		}
+	}
 }
 
 // around names the fault active at t, or else the last one healed before
@@ -259,6 +317,8 @@ func (r *Result) Print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "double opens: one-time %d, flow round %d; rounds opened after a later one %d; bad refusals %d\n",
 		r.OneTimeDouble, r.RoundDouble, r.StaleRounds, r.BadRefusals)
+	fmt.Fprintf(w, "recorded outcomes: handler runs %d, replays answered with the outcome %d, IN_PROGRESS %d; answers not the handler's %d, records refused %d\n",
+		r.HandlerRuns, r.Answered, r.InProgress, r.WrongAnswers, r.RecordsRefused)
 	if len(r.Violations) > 0 {
 		fmt.Fprintf(w, "violations by the fault during or before their first open: %s\n", joinCounts(r.LossesBy))
 	}

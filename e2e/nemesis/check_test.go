@@ -2,7 +2,9 @@ package nemesis
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +32,42 @@ func flowOp(replica int, kind, flow string, round, from, to int, outcome string)
 	return o
 }
 
+// recorded is o opened with record_outcome and, when answer is set,
+// answered with that recorded outcome instead of the payload.
+func recorded(o Op, answer string) Op {
+	o.RecordOutcome, o.Answer = true, answer
+	return o
+}
+
+// of is o with its state set (a flow op's, for the recorded rules).
+func of(state string, o Op) Op {
+	o.State = state
+	return o
+}
+
+// says is o, a handler run or a Record, with its answer.
+func says(answer string, o Op) Op {
+	o.Answer = answer
+	return o
+}
+
+// ran is the handler run of an open of state, which answered answer.
+func ran(replica int, state string, from, to int, answer string) Op {
+	return says(answer, op(replica, KindHandler, state, from, to, "OK"))
+}
+
+// record is the Record of answer for state.
+func record(replica int, state string, from, to int, outcome, answer string) Op {
+	return says(answer, op(replica, KindRecord, state, from, to, outcome))
+}
+
 // clean is a history of a run that kept every promise: a state opened
 // once and refused after, a flow whose rounds opened in order and whose
 // fork and rewinds were refused, a refusal in a fault, and a transport
-// failure.
+// failure. With record_outcome: a state whose handler ran once and whose
+// retries (one racing the Record) got its answer, one whose Record failed
+// and whose retry got IN_PROGRESS, and a flow whose round 1 was answered
+// again and whose fork's twin was refused.
 func clean() *History {
 	h := &History{Run: Run{Seed: 1, Replicas: 2}}
 	for _, o := range []Op{
@@ -53,6 +87,31 @@ func clean() *History {
 		flowOp(1, KindFlowReplay, "f", 1, 1000, 1005, "ALREADY_CONSUMED"),
 		flowOp(0, KindFlowOpen, "g", 2, 32, 50, "OK"), // another flow's round 2
 		flowOp(1, KindFlowOpen, "g", 1, 33, 40, "OK"), // its round 1, concurrent with round 2: allowed
+
+		op(0, KindSeal, "s4", 100, 105, "OK"),
+		recorded(op(0, KindOpen, "s4", 110, 115, "OK"), ""),
+		ran(0, "s4", 116, 150, "paid:0:1"),
+		recorded(op(1, KindReplay, "s4", 117, 400, "OK"), "paid:0:1"), // raced the Record, waited for it
+		record(0, "s4", 150, 160, "OK", "paid:0:1"),
+		recorded(op(1, KindReplay, "s4", 1100, 1105, "OK"), "paid:0:1"),
+		recorded(op(1, KindReplay, "s4", 3100, 3105, "OK"), "paid:0:1"),
+		op(0, KindSeal, "s5", 200, 205, "OK"),
+		recorded(op(0, KindOpen, "s5", 210, 215, "OK"), ""),
+		ran(0, "s5", 216, 220, "paid:0:2"),
+		record(0, "s5", 220, 1220, "LEDGER_UNAVAILABLE", "paid:0:2"),
+		recorded(op(1, KindReplay, "s5", 1300, 3100, "IN_PROGRESS"), ""),
+		of("h1", flowOp(0, KindFlowSeal, "h", 1, 300, 305, "OK")),
+		recorded(of("h1", flowOp(0, KindFlowOpen, "h", 1, 310, 315, "OK")), ""),
+		says("paid:0:3", of("h1", flowOp(0, KindHandler, "h", 1, 316, 320, "OK"))),
+		says("paid:0:3", of("h1", flowOp(0, KindRecord, "h", 1, 320, 325, "OK"))),
+		recorded(of("h1", flowOp(1, KindFlowReplay, "h", 1, 330, 340, "OK")), "paid:0:3"),
+		of("h2a", flowOp(0, KindFlowSeal, "h", 2, 350, 355, "OK")),
+		of("h2b", flowOp(0, KindFlowSeal, "h", 2, 350, 355, "OK")), // a fork
+		recorded(of("h2a", flowOp(1, KindFlowOpen, "h", 2, 360, 365, "OK")), ""),
+		says("paid:0:4", of("h2a", flowOp(1, KindHandler, "h", 2, 366, 370, "OK"))),
+		says("paid:0:4", of("h2a", flowOp(1, KindRecord, "h", 2, 370, 375, "OK"))),
+		recorded(of("h2b", flowOp(0, KindFlowReplay, "h", 2, 380, 385, "ALREADY_CONSUMED")), ""),  // its twin
+		recorded(of("h1", flowOp(0, KindFlowReplay, "h", 1, 1000, 1005, "ALREADY_CONSUMED")), ""), // after round 2
 	} {
 		h.Add(o)
 	}
@@ -68,6 +127,11 @@ func TestCheck_CleanHistory(t *testing.T) {
 	}
 	if r.Indeterminate != 1 {
 		t.Errorf("indeterminate: got %d, want 1", r.Indeterminate)
+	}
+	// Recorded outcomes: s4, s5, h1 and h2a ran their handler; s4's three
+	// retries and h1's one got the answer; s5's retry waited in vain.
+	if r.HandlerRuns != 4 || r.Answered != 4 || r.InProgress != 1 {
+		t.Errorf("handler runs %d, answered %d, IN_PROGRESS %d; want 4, 4, 1", r.HandlerRuns, r.Answered, r.InProgress)
 	}
 	// Under the fault: the seal of s2 (OK) and its first open (refused).
 	if s := r.ByFault[KillMaster]; s == nil || s.Ops != 2 || s.OK != 1 || s.Faults != 1 {
@@ -91,6 +155,16 @@ func TestCheck_FindsViolations(t *testing.T) {
 		{"one-time double open", op(1, KindReplay, "s1", 12000, 12005, "OK"), "one-time opened twice"},
 		{"fork twins both opened", flowOp(1, KindFlowReplay, "f", 2, 40, 45, "OK"), "round opened twice"},
 		{"rewind after a later round", flowOp(1, KindFlowReplay, "f", 1, 1000, 1005, "OK"), "round opened twice"},
+		{"handler ran twice", recorded(op(1, KindReplay, "s4", 12000, 12005, "OK"), ""), "one-time opened twice"},
+		{"round's handler ran twice", recorded(of("h2b", flowOp(1, KindFlowReplay, "h", 2, 390, 395, "OK")), ""), "round opened twice"},
+		{"another answer", recorded(op(1, KindReplay, "s4", 12000, 12005, "OK"), "paid:0:9"), "answer not the handler's"},
+		{"another state's answer", recorded(op(1, KindReplay, "s4", 12000, 12005, "OK"), "paid:0:2"), "answer not the handler's"},
+		{"an earlier round's answer", recorded(of("h2a", flowOp(0, KindFlowReplay, "h", 2, 390, 395, "OK")), "paid:0:3"), "answer not the handler's"},
+		{"answer, no handler ran", recorded(op(1, KindReplay, "s1", 12000, 12005, "OK"), "paid:0:1"), "answer with no handler run"},
+		{"answer for the fork's twin", recorded(of("h2b", flowOp(1, KindFlowReplay, "h", 2, 390, 395, "OK")), "paid:0:4"), "answer with no handler run"},
+		{"record of a lost claim", record(0, "s2", 12000, 12005, "INVALID_ARGUMENT", "paid:1:1"), "record refused"},
+		{"record claimed again", record(0, "s2", 12000, 12005, "ALREADY_CONSUMED", "paid:1:1"), "record refused"},
+		{"IN_PROGRESS, not recording", op(1, KindReplay, "s1", 12000, 12005, "IN_PROGRESS"), "refusal"},
 		{"untyped refusal", op(0, KindOpen, "s3", 100, 105, "UNTYPED:Internal"), "refusal"},
 		{"unknown reason", op(0, KindOpen, "s3", 100, 105, "NOT_A_REASON"), "refusal"},
 		{"unexpected reason", op(0, KindOpen, "s3", 100, 105, "INVALID_STATE"), "refusal"},
@@ -153,13 +227,43 @@ func TestHistory_JSONLinesRoundTrip(t *testing.T) {
 	if back.Run != h.Run || len(back.Ops()) != len(h.Ops()) || len(back.Faults()) != 1 {
 		t.Fatalf("got run %+v, %d ops, %d faults; want %+v, %d, 1", back.Run, len(back.Ops()), len(back.Faults()), h.Run, len(h.Ops()))
 	}
+	if !reflect.DeepEqual(back.Ops(), h.Ops()) {
+		t.Errorf("the ops read back differ from those written")
+	}
 	if r := Check(back); r.OneTimeDouble != 1 {
 		t.Errorf("replayed history: got %d one-time double opens, want 1", r.OneTimeDouble)
 	}
 	var out strings.Builder
 	Check(back).Print(&out)
-	if !strings.Contains(out.String(), "double opens: one-time 1,") {
-		t.Errorf("summary does not count the double open:\n%s", out.String())
+	for _, want := range []string{"double opens: one-time 1,", "recorded outcomes: handler runs 4, replays answered with the outcome 4, IN_PROGRESS 1;"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary does not say %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestHistory_ReadsHistoriesWithoutOutcomes: a history saved before
+// recorded outcomes still reads and judges, and an op that records none
+// writes none of their fields.
+func TestHistory_ReadsHistoriesWithoutOutcomes(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	old := `{"run":{"seed":34,"replicas":3,"unsafe":false}}
+{"op":{"client":0,"replica":0,"kind":"open","state":"s1","invoked":"2026-01-02T03:04:05Z","done":"2026-01-02T03:04:05.01Z","outcome":"OK"}}
+{"op":{"client":0,"replica":1,"kind":"replay","state":"s1","invoked":"2026-01-02T03:04:06Z","done":"2026-01-02T03:04:06.01Z","outcome":"OK"}}
+`
+	h, err := ReadJSONL(strings.NewReader(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Check(h); r.OneTimeDouble != 1 || r.Answered != 0 || r.HandlerRuns != 0 {
+		t.Errorf("got one-time doubles %d, answered %d, handler runs %d; want 1, 0, 0", r.OneTimeDouble, r.Answered, r.HandlerRuns)
+	}
+	line, err := json.Marshal(op(0, KindOpen, "s1", 0, 5, "OK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(line), "answer") || strings.Contains(string(line), "record_outcome") {
+		t.Errorf("an op without a recorded outcome writes %s", line)
 	}
 }
 

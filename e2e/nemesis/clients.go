@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +44,7 @@ type Clients struct {
 	stopped sync.Once
 	workers sync.WaitGroup
 	replays sync.WaitGroup
+	runs    atomic.Int64 // handler runs, numbering their answers
 }
 
 // NewClients dials every sealer (gRPC, from the root namespace); the
@@ -91,9 +94,9 @@ func (c *Clients) work(id, home int) {
 		}
 		switch rng.IntN(4) {
 		case 0, 1:
-			c.oneTime(id, home, 30*time.Second, longReplays)
+			c.oneTime(id, home, 30*time.Second, longReplays, newHandling(rng, rng.IntN(2) == 0))
 		case 2:
-			c.oneTime(id, home, 2*time.Second, shortReplays)
+			c.oneTime(id, home, 2*time.Second, shortReplays, newHandling(rng, rng.IntN(2) == 0))
 		default:
 			c.flow(id, home, rng)
 		}
@@ -101,26 +104,79 @@ func (c *Clients) work(id, home int) {
 	}
 }
 
+// handling is how a client treats the states it opens: with
+// record_outcome (an adapter that records outcomes) or not, and for an
+// open that returns the payload, whether a retry on another sealer races
+// its handler and how long the handler runs.
+type handling struct {
+	record bool
+	race   bool
+	runs   time.Duration
+}
+
+func newHandling(rng *rand.Rand, record bool) handling {
+	return handling{record: record, race: rng.IntN(2) == 0, runs: time.Duration(rng.IntN(200)) * time.Millisecond}
+}
+
 // oneTime seals a one-time state at home, opens it there, and replays the
-// open on the other sealers at the given moments after.
-func (c *Clients) oneTime(id, home int, ttl time.Duration, replays []time.Duration) bool {
+// open on the other sealers at the given moments after, all with
+// record_outcome when hd says so.
+func (c *Clients) oneTime(id, home int, ttl time.Duration, replays []time.Duration, hd handling) bool {
 	resp, out := c.seal(Op{Client: id, Replica: home, Kind: KindSeal}, &sealerv1.SealRequest{OneTime: true, Ttl: durationpb.New(ttl)})
 	if out != "OK" {
 		return false
 	}
 	state := resp.RequestState
-	_, out = c.open(Op{Client: id, Replica: home, Kind: KindOpen}, state)
+	out, _ = c.serve(Op{Client: id, Replica: home, Kind: KindOpen, RecordOutcome: hd.record}, state, hd)
 	for k, d := range replays {
-		c.later(d, Op{Client: id, Replica: (home + 1 + k%(len(c.sealers)-1)) % len(c.sealers), Kind: KindReplay}, state)
+		c.later(d, Op{Client: id, Replica: (home + 1 + k%(len(c.sealers)-1)) % len(c.sealers), Kind: KindReplay, RecordOutcome: hd.record}, state)
 	}
 	return out == "OK"
+}
+
+// serve opens state as op says and, when an open with record_outcome
+// returns the payload, does what an adapter does: runs the handler, which
+// answers anew, and records the answer when the open is recording. With
+// hd.race a retry of the same open on the next sealer is launched as the
+// handler starts, so that it waits for the Record (or gets IN_PROGRESS).
+// It returns the open's outcome and whether it returned the payload.
+func (c *Clients) serve(op Op, state string, hd handling) (string, bool) {
+	resp, out := c.open(op, state)
+	if out != "OK" || resp.Outcome != nil {
+		return out, false
+	}
+	if !op.RecordOutcome {
+		return out, true
+	}
+	if hd.race {
+		retry := op
+		retry.Replica = (op.Replica + 1) % len(c.sealers)
+		if retry.Kind == KindOpen {
+			retry.Kind = KindReplay
+		} else if retry.Kind == KindFlowOpen {
+			retry.Kind = KindFlowReplay
+		}
+		c.later(0, retry, state)
+	}
+	run := op
+	run.Kind, run.State, run.RecordOutcome, run.Invoked = KindHandler, stateID(state), false, time.Now()
+	run.Answer = fmt.Sprintf("paid:%d:%d", op.Client, c.runs.Add(1))
+	time.Sleep(hd.runs)
+	run.Done, run.Outcome = time.Now(), "OK"
+	c.h.Add(run)
+	if resp.Recording {
+		c.record(run, state)
+	}
+	return out, true
 }
 
 // flow runs a latest-only flow of up to three rounds: each round is opened
 // on a random sealer and the next round sealed on the one that opened it;
 // one time in three the next round is sealed twice (a fork) and the twin
-// opened after it. Every state of the flow is replayed later.
+// opened after it. Every state of the flow is replayed later. One flow in
+// two is opened with record_outcome throughout, replays included.
 func (c *Clients) flow(id, home int, rng *rand.Rand) {
+	record := rng.IntN(2) == 0
 	resp, out := c.seal(Op{Client: id, Replica: home, Kind: KindFlowSeal, Round: 1},
 		&sealerv1.SealRequest{Ttl: durationpb.New(30 * time.Second), Flow: &sealerv1.FlowRequest{LatestOnly: true}})
 	if out != "OK" || resp.Flow == nil {
@@ -142,7 +198,8 @@ func (c *Clients) flow(id, home int, rng *rand.Rand) {
 				kind = KindFlowReplay // the twin of a fork: its right answer is a refusal
 			}
 			r := rng.IntN(len(c.sealers))
-			if _, out := c.open(Op{Client: id, Replica: r, Kind: kind, Flow: flow, Round: s.round}, s.state); out == "OK" && opened == nil {
+			op := Op{Client: id, Replica: r, Kind: kind, Flow: flow, Round: s.round, RecordOutcome: record}
+			if _, payload := c.serve(op, s.state, newHandling(rng, record)); payload && opened == nil {
 				opened, at = &next[i], r
 			}
 		}
@@ -169,17 +226,20 @@ func (c *Clients) flow(id, home int, rng *rand.Rand) {
 			delays = longReplays // the first round, rewound again and again
 		}
 		for _, d := range delays {
-			c.later(d, Op{Client: id, Replica: rng.IntN(len(c.sealers)), Kind: KindFlowReplay, Flow: flow, Round: s.round}, s.state)
+			c.later(d, Op{Client: id, Replica: rng.IntN(len(c.sealers)), Kind: KindFlowReplay, Flow: flow, Round: s.round,
+				RecordOutcome: record}, s.state)
 		}
 	}
 }
 
-// later opens state as op says, d from now.
+// later opens state as op says, d from now; a replay that returns the
+// payload with record_outcome (a second handler run: a loss) is handled as
+// the first open was.
 func (c *Clients) later(d time.Duration, op Op, state string) {
 	c.replays.Add(1)
 	time.AfterFunc(d, func() {
 		defer c.replays.Done()
-		c.open(op, state)
+		c.serve(op, state, handling{record: op.RecordOutcome})
 	})
 }
 
@@ -188,7 +248,7 @@ func (c *Clients) later(d time.Duration, op Op, state string) {
 func (c *Clients) Whole(replica int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if c.oneTime(-1, replica, 30*time.Second, nil) {
+		if c.oneTime(-1, replica, 30*time.Second, nil, handling{}) {
 			return true
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -220,10 +280,25 @@ func (c *Clients) open(op Op, state string) (*sealerv1.OpenResponse, string) {
 	op.State = stateID(state)
 	op.Invoked = time.Now()
 	resp, err := c.sealers[op.Replica].Open(ctx, &sealerv1.OpenRequest{RequestState: state, Principal: "alice",
-		Request: &sealerv1.Binding{Digest: c.digest}})
+		Request: &sealerv1.Binding{Digest: c.digest}, RecordOutcome: op.RecordOutcome})
 	op.Done, op.Outcome = time.Now(), Outcome(err)
+	if err == nil && resp.Outcome != nil {
+		op.Answer = string(resp.Outcome.Data)
+	}
 	c.h.Add(op)
 	return resp, op.Outcome
+}
+
+// record records the answer of the handler run run for state, on the
+// sealer that opened it, as an adapter does right after answering.
+func (c *Clients) record(run Op, state string) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	op := run
+	op.Kind, op.Invoked = KindRecord, time.Now()
+	_, err := c.sealers[op.Replica].Record(ctx, &sealerv1.RecordRequest{RequestState: state, Outcome: []byte(run.Answer)})
+	op.Done, op.Outcome = time.Now(), Outcome(err)
+	c.h.Add(op)
 }
 
 // stateID is a short name of a requestState for the history.

@@ -19,7 +19,8 @@ import (
 
 // The kinds of operation a client records. Only seals and first opens are
 // expected to succeed on a healthy fleet: they are what availability
-// counts. A replay's right answer is a refusal.
+// counts. A replay's right answer is a refusal, or, for an open with
+// record_outcome, the answer recorded for its state.
 const (
 	KindSeal       = "seal"        // seal a one-time state
 	KindOpen       = "open"        // its first open
@@ -27,6 +28,8 @@ const (
 	KindFlowSeal   = "flow-seal"   // seal a round of a latest-only flow
 	KindFlowOpen   = "flow-open"   // open the flow's newest round
 	KindFlowReplay = "flow-replay" // open an earlier round, or the twin of a fork
+	KindHandler    = "handler"     // the handler ran for an open that returned the payload (no call)
+	KindRecord     = "record"      // Record of the answer the handler gave
 )
 
 // Op is one call a client made and what came of it.
@@ -43,6 +46,12 @@ type Op struct {
 	// without one INDETERMINATE:<gRPC code> (the transport failed: the
 	// call may or may not have happened) or UNTYPED:<gRPC code>.
 	Outcome string `json:"outcome"`
+	// RecordOutcome says an open asked for record_outcome.
+	RecordOutcome bool `json:"record_outcome,omitempty"`
+	// Answer is the answer a handler gave (KindHandler), the one Record
+	// was given (KindRecord), or the recorded outcome an open was
+	// answered with instead of the payload (no handler ran for it).
+	Answer string `json:"answer,omitempty"`
 }
 
 // Fault is one fault the nemesis injected, from Start until Heal (the
