@@ -66,6 +66,14 @@ type Config struct {
 	// Policy says how states are sealed.
 	Policy Policy
 
+	// RecordOutcomes makes a lost answer a replayed one (README, "Recorded
+	// outcomes"): every Open asks the sealer to keep the answer to a call
+	// whose state it consumes (one-time, or a latest-only round), the proxy
+	// records the answer the client got, and a retry of that state gets it
+	// again without a second call to the upstream. Defaults sets it; off,
+	// such a retry is refused as consumed.
+	RecordOutcomes bool
+
 	// MaxRequestBytes caps a request body; MaxResponseBytes a JSON response
 	// body and an SSE event that the proxy reads to seal a state;
 	// MaxStateBytes the state an upstream emits (at most sealer.MaxPayload).
@@ -185,6 +193,7 @@ func Defaults() Config {
 		BodyTimeout:           10 * time.Second,
 		MaxConcurrentRequests: 1024,
 		MaxBufferedBytes:      64 << 20,
+		RecordOutcomes:        true,
 	}
 }
 

@@ -15,6 +15,7 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	calls    *prometheus.CounterVec
+	outcomes *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	inflight prometheus.Gauge
 	buffered prometheus.Gauge
@@ -25,15 +26,19 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_requests_total",
-			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed), or refused by why (overloaded_concurrency and overloaded_buffer answer 503, body_timeout 408).",
+			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed, flow_ended, replayed, in_progress, replay_failed), or refused by why (overloaded_concurrency and overloaded_buffer answer 503, body_timeout 408).",
 		}, []string{"method", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_sealer_calls_total",
-			Help: "Seal and Open calls to the sealer by outcome reason (OK or the sealer's reason).",
+			Help: "Seal, Open and Record calls to the sealer by outcome reason (OK or the sealer's reason).",
 		}, []string{"op", "reason"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sealer_proxy_outcomes_total",
+			Help: "Recorded outcomes by MCP method and result: recorded, none (the client got no answer from the upstream), too_large, record_failed (logged; retries of the state are refused), replayed (a retry answered without the upstream), in_progress (a retry while the call still ran, answered retryable), unreadable.",
+		}, []string{"method", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sealer_proxy_sealer_call_duration_seconds",
-			Help:    "Time spent in Seal and Open calls to the sealer.",
+			Help:    "Time spent in Seal, Open and Record calls to the sealer.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 12),
 		}, []string{"op"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -45,12 +50,14 @@ func newMetrics() *metrics {
 			Help: "Bytes reserved for request bodies being read or held (bounded by --max-buffered-bytes).",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.calls, m.latency, m.inflight, m.buffered,
+	m.registry.MustRegister(m.requests, m.calls, m.outcomes, m.latency, m.inflight, m.buffered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) request(method, outcome string) { m.requests.WithLabelValues(method, outcome).Inc() }
+
+func (m *metrics) outcome(method, result string) { m.outcomes.WithLabelValues(method, result).Inc() }
 
 func (m *metrics) sealerCall(op, reason string, took time.Duration) {
 	m.calls.WithLabelValues(op, reason).Inc()

@@ -35,6 +35,14 @@
 //   - For a one-time tool, prompt or resource, inputResponses without a
 //     requestState are refused: they would repeat what the one open of the
 //     proxy's own state allows once.
+//   - Recorded outcomes (Config.RecordOutcomes, on by default): the answer
+//     to a call whose state the open consumed (one-time, or a latest-only
+//     round) is recorded at the sealer as the client got it, once it is
+//     out. A retry of that state (its answer lost on the way back) that
+//     passes every check gets that answer again, under its own id, and the
+//     upstream is not called; a retry while the call still runs gets a
+//     retryable error. A call the upstream did not answer records none,
+//     and its retries are refused (outcome.go).
 //   - Everything else passes through unchanged and unbuffered: other SSE
 //     events in order, notifications, GET streams, session and protocol
 //     headers.
@@ -90,10 +98,12 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// Sealer seals and opens states: *client.Client.
+// Sealer seals and opens states, and records the outcomes of those it
+// consumed: *client.Client.
 type Sealer interface {
 	Seal(ctx context.Context, r client.SealRequest) (string, time.Time, error)
 	Open(ctx context.Context, r client.OpenRequest) (*client.Opened, error)
+	Record(ctx context.Context, state string, outcome []byte) error
 }
 
 var _ Sealer = (*client.Client)(nil)
@@ -147,11 +157,13 @@ func New(cfg Config, s Sealer) (*Proxy, error) {
 
 // exchange is what the response to a call needs: the call, who made it,
 // and the state it carried as opened (nil when none), whose flow the next
-// round continues.
+// round continues; when that open consumed the state for an outcome, the
+// outcome the client got (keep).
 type exchange struct {
 	call      *call
 	principal string
 	opened    *client.Opened
+	answer    []byte
 }
 
 type exchangeKey struct{}
@@ -243,12 +255,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.openFailed(w, c, err)
 			return
 		}
+		if opened.Outcome != nil {
+			p.replay(w, c, opened.Outcome)
+			return
+		}
 		body = c.withState(opened.Payload)
 	} else {
 		body = c.forwarded(body)
 	}
 	p.metrics.request(methodLabel(c.method), "forwarded")
-	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, &exchange{call: c, principal: who, opened: opened})), body)
+	x := &exchange{call: c, principal: who, opened: opened}
+	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), body)
+	if opened != nil && opened.Recording {
+		// The answer is out before the sealer is asked to keep it.
+		http.NewResponseController(w).Flush()
+		p.record(r.Context(), x)
+	}
 }
 
 // bind returns the digest a state of this proxy is bound to: the request's
@@ -296,13 +318,15 @@ func (p *Proxy) open(ctx context.Context, c *call, who string) (*client.Opened, 
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.SealerTimeout)
 	defer cancel()
 	start := time.Now()
-	o, err := p.sealer.Open(ctx, client.OpenRequest{State: c.state, Principal: who, Request: *c.binding})
+	o, err := p.sealer.Open(ctx, client.OpenRequest{State: c.state, Principal: who, Request: *c.binding,
+		RecordOutcome: p.cfg.RecordOutcomes})
 	p.metrics.sealerCall("open", reasonOf(err), time.Since(start))
 	return o, err
 }
 
 // openFailed answers a call whose state did not open: -32602 for a refused
-// state, a retryable error for a sealer that could not judge it.
+// state, a retryable error for a sealer that could not judge it, or for a
+// retry of a call that still runs (IN_PROGRESS).
 func (p *Proxy) openFailed(w http.ResponseWriter, c *call, err error) {
 	reason := reasonOf(err)
 	if client.Rejected(err) || errors.Is(err, client.ErrInvalidArgument) {
@@ -310,9 +334,13 @@ func (p *Proxy) openFailed(w http.ResponseWriter, c *call, err error) {
 		p.refuse(w, c.id, "state_"+reason, http.StatusBadRequest, &requestError{-32602, "invalid params: requestState rejected"})
 		return
 	}
+	w.Header().Set("Retry-After", "1")
+	if errors.Is(err, client.ErrInProgress) {
+		p.inProgress(w, c)
+		return
+	}
 	p.log.Warn("sealer could not open a state", "method", c.method, "reason", reason, "err", errText(err))
 	p.metrics.request(methodLabel(c.method), "unavailable")
-	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusServiceUnavailable, errorResponse(c.id, -32603,
 		"requestState could not be checked now: retry later", map[string]any{"retryable": true}))
 }
@@ -365,7 +393,13 @@ func (p *Proxy) response(resp *http.Response) error {
 				if err != nil {
 					return p.failure(x, errUpstreamEvent)
 				}
-				return p.sealMessage(ctx, x, msg)
+				out := p.sealMessage(ctx, x, msg)
+				if out != nil {
+					x.keep(resp.StatusCode, out)
+				} else {
+					x.keep(resp.StatusCode, data)
+				}
+				return out
 			},
 			func(err error) []byte {
 				p.log.Warn("upstream event stream failed", "method", x.call.method, "err", errText(err))
@@ -393,6 +427,7 @@ func (p *Proxy) response(resp *http.Response) error {
 	if sealed := p.sealMessage(ctx, x, msg); sealed != nil {
 		data = sealed
 	}
+	x.keep(resp.StatusCode, data)
 	setBody(resp, data)
 	return nil
 }

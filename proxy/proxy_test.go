@@ -33,7 +33,17 @@ type fakeSealer struct {
 	seals            int
 	flows            []*client.FlowRequest // of each Seal
 	responded        [][]string            // of each Open
+	// Recorded outcomes: Open says recording, or returns outcome; Record
+	// fails with recordErr after waiting for hold (when not nil).
+	recording   bool
+	outcome     []byte
+	recordErr   error
+	hold        chan struct{}
+	askedRecord []bool   // RecordOutcome of each Open
+	records     []record // of each Record
 }
+
+type record struct{ state, outcome string }
 
 func (f *fakeSealer) Seal(_ context.Context, r client.SealRequest) (string, time.Time, error) {
 	f.mu.Lock()
@@ -51,14 +61,29 @@ func (f *fakeSealer) Open(_ context.Context, r client.OpenRequest) (*client.Open
 	defer f.mu.Unlock()
 	f.principals = append(f.principals, r.Principal)
 	f.responded = append(f.responded, r.Request.Responded)
+	f.askedRecord = append(f.askedRecord, r.RecordOutcome)
 	if f.openErr != nil {
 		return nil, f.openErr
+	}
+	flow := &client.Flow{Round: 1, LatestOnly: true}
+	if f.outcome != nil {
+		return &client.Opened{Outcome: f.outcome, State: r.State, Flow: flow}, nil
 	}
 	payload := f.openPayload
 	if payload == nil {
 		payload = []byte(`{"round":1}`)
 	}
-	return &client.Opened{Payload: payload, State: r.State, Flow: &client.Flow{Round: 1, LatestOnly: true}}, nil
+	return &client.Opened{Payload: payload, State: r.State, Flow: flow, Recording: f.recording && r.RecordOutcome}, nil
+}
+
+func (f *fakeSealer) Record(_ context.Context, state string, outcome []byte) error {
+	if f.hold != nil {
+		<-f.hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.records = append(f.records, record{state, string(outcome)})
+	return f.recordErr
 }
 
 // upstream answers every POST with body, counting the calls and keeping
@@ -138,6 +163,7 @@ func TestProxy_OpenFailures(t *testing.T) {
 		{"ledger unavailable is retryable, never a pass", ledger.ErrUnavailable, 503, "id 5 code -32603"},
 		{"a sealer that times out is retryable", context.DeadlineExceeded, 503, "id 5 code -32603"},
 		{"a sealer that refuses the proxy is retryable", client.ErrUnauthenticated, 503, "id 5 code -32603"},
+		{"a retry while the call still runs is retryable", client.ErrInProgress, 503, "id 5 code -32603"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, "application/json", `{}`)

@@ -63,6 +63,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "bound on reading a request body, from its headers on (408 past it)")
 	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", cfg.MaxConcurrentRequests, "requests served at once, streams included; past it 503 with Retry-After")
 	fs.Int64Var(&cfg.MaxBufferedBytes, "max-buffered-bytes", cfg.MaxBufferedBytes, "request body bytes held at once (each body counted at its Content-Length, or max-request-bytes without one); past it 503 with Retry-After")
+	fs.BoolVar(&cfg.RecordOutcomes, "record-outcomes", cfg.RecordOutcomes, "keep the answer to a call whose one-time or latest-only state it consumed, and answer a retry of that state (its answer lost) with it, without calling the upstream again; false: such a retry is refused as consumed")
 	fs.StringVar(&cfg.Audience, "audience", "", "the upstream's name, bound into every state so that it opens in front of no other upstream (default: the upstream URL; give sidecars on loopback the server's name)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error (JSON lines on standard error)")
 	if err := fs.Parse(args); err != nil {
