@@ -171,7 +171,8 @@ func TestProxy_Hostile_OneTimeAnswersNeedTheirState(t *testing.T) {
 		}
 		jsonResult(w, req.ID, toolResult(fmt.Sprintf("payment %d", paid.Add(1))))
 	})
-	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "pay")
+	// Without recorded outcomes, which replay "the state replayed" below.
+	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "pay", "--record-outcomes=false")
 	_, body := mcpPost(t, url, "tools/call", "pay", toolParams("pay", `{"amount":42}`, ""), nil)
 	state := parseAnswer(t, body).Result.RequestState
 	if state == "" {

@@ -43,7 +43,9 @@ func TestProxy_R9_UnchangedServerGetsFlows(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit)
 	up := startNaive(t)
-	url := startProxy(t, s, up.url, "--principal", "bearer")
+	// Without recorded outcomes, which answer a retry of round 2, the latest
+	// round opened, with its answer (TestOutcomes_Proxy_LostNextRoundIsReplayed).
+	url := startProxy(t, s, up.url, "--principal", "bearer", "--record-outcomes=false")
 
 	// Alone, the naive server asks round 2 again for round 1's state, after
 	// round 3 was issued.
@@ -140,7 +142,9 @@ func TestProxy_R9_ForksNeverReachUpstream(t *testing.T) {
 		}
 	})
 	t.Run("latest-only flows, 20 runs", func(t *testing.T) {
-		cs := mcpSession(t, startProxy(t, s, up.url, "--principal", "bearer"), "alice-token", false, nil)
+		// Without recorded outcomes, which give the 31 others the winner's
+		// answer, its round-2 state with it.
+		cs := mcpSession(t, startProxy(t, s, up.url, "--principal", "bearer", "--record-outcomes=false"), "alice-token", false, nil)
 		var forks, reachedRuns []int
 		// Each run: round 1 sealed, 32 opens of it (one wins), round 2
 		// sealed and opened, round 3 sealed.
@@ -168,7 +172,7 @@ func TestProxy_R9_FlowEndsAtItsRoundsAndDeadline(t *testing.T) {
 	audit := filepath.Join(t.TempDir(), "audit.log")
 	s := start(t, t.TempDir(), "--audit-log", audit, "--max-rounds", "2", "--flow-ttl", "1s")
 	up := startNaive(t)
-	cs := mcpSession(t, startProxy(t, s, up.url, "--principal", "bearer"), "alice-token", false, nil)
+	cs := mcpSession(t, startProxy(t, s, up.url, "--principal", "bearer", "--record-outcomes=false"), "alice-token", false, nil)
 
 	s1 := firstRound(t, cs, "book_trip", tripArgs)
 	s2 := nextState(t, cs, "book_trip", tripArgs, s1, tripDates, "seat")

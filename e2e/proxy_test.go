@@ -294,7 +294,9 @@ func TestProxy_R6_OneTimeStateReachesUpstreamOnce(t *testing.T) {
 	testenv.Lane(t, testenv.LaneShown)
 	s := start(t, t.TempDir())
 	up := startNaive(t)
-	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "approve_payment")
+	// Without recorded outcomes (TestOutcomes_Proxy_* shows them): the
+	// second use is refused.
+	url := startProxy(t, s, up.url, "--principal", "bearer", "--one-time-tools", "approve_payment", "--record-outcomes=false")
 	args, ok := map[string]any{"amount": 42}, map[string]any{"ok": true}
 
 	// Alone, the naive server pays as often as the state comes back.
