@@ -107,6 +107,44 @@ for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: ()
   });
 }
 
+for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: () => clients().REST })) {
+  test(`${name}: a recorded outcome answers the retries that pass every check, and only those`, { skip }, async (t) => {
+    const c = make();
+    t.after(() => c.close());
+    const req = toolCall("approve_payment", { amount: 42 });
+    const open = (extra) => c.open({ requestState: once.requestState, principal: "alice", request: req, recordOutcome: true, ...extra });
+    const once = await c.seal({ principal: "alice", request: req, payload: bytes("p"), oneTime: true, ttlMs: 60_000 });
+    const first = await open();
+    assert.equal(first.recording, true);
+    assert.equal(first.outcome, undefined);
+    assert.equal(new TextDecoder().decode(first.payload), "p");
+    // Recording, the handler runs: a retry now waits for its answer, within
+    // the call's deadline, then is told to come back (IN_PROGRESS).
+    const early = c.open({ requestState: once.requestState, principal: "alice", request: req, recordOutcome: true }, { timeoutMs: 1500 });
+    await refusedWith(early, Reason.IN_PROGRESS, { rejected: false });
+    await assert.rejects(c.open({ requestState: once.requestState, principal: "alice", request: req, recordOutcome: true }, { timeoutMs: 1500 }), (e) => e.retryable);
+    const answer = bytes('{"result":{"content":[{"type":"text","text":"Paid 42.00"}]}}');
+    const kept = await c.record({ requestState: once.requestState, outcome: answer });
+    assert.ok(kept.keptUntil >= once.expiresAt, `${kept.keptUntil} before ${once.expiresAt}`);
+    for (let i = 0; i < 2; i++) {
+      const again = await open();
+      assert.deepEqual([...again.outcome.data], [...answer]);
+      assert.ok(Math.abs(again.outcome.recordedAt.getTime() - Date.now()) < 60_000);
+      assert.equal(again.recording, false);
+      assert.equal(again.payload.length, 0);
+    }
+    // Anyone else, anything else: refused as before, nothing of the outcome.
+    await refusedWith(open({ principal: "mallory" }), Reason.PRINCIPAL_MISMATCH);
+    await refusedWith(open({ request: toolCall("approve_payment", { amount: 4200 }) }), Reason.REQUEST_MISMATCH);
+    await refusedWith(open({ requestState: once.requestState + "-TAMPERED" }), Reason.INVALID_STATE);
+    await refusedWith(open({ recordOutcome: false }), Reason.ALREADY_CONSUMED);
+    // The first record wins; a state no recording open consumed has none.
+    await refusedWith(c.record({ requestState: once.requestState, outcome: bytes('{"result":{}}') }), Reason.ALREADY_CONSUMED);
+    const unopened = await c.seal({ principal: "alice", request: req, oneTime: true });
+    await refusedWith(c.record({ requestState: unopened.requestState, outcome: answer }), Reason.INVALID_ARGUMENT, { rejected: false });
+  });
+}
+
 // A generated params object: mostly what MCP clients send, with the edges
 // of RFC 8785 (number forms, UTF-16 key order, escapes, astral
 // characters), and now and then something the core refuses (case variants

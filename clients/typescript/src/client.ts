@@ -3,7 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import type { JsonObject as PbJsonObject } from "@bufbuild/protobuf";
 import { DurationSchema, timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { BindingSchema, FlowRequestSchema, InputKeysSchema, OpenRequestSchema, Reason, SealRequestSchema } from "./gen/sealer/v1/sealer_pb.js";
+import { BindingSchema, FlowRequestSchema, InputKeysSchema, OpenRequestSchema, Reason, RecordRequestSchema, SealRequestSchema } from "./gen/sealer/v1/sealer_pb.js";
 import type {
   Binding as PbBinding,
   Flow as PbFlow,
@@ -11,6 +11,8 @@ import type {
   InputKeys as PbInputKeys,
   OpenRequest as PbOpenRequest,
   OpenResponse,
+  RecordRequest as PbRecordRequest,
+  RecordResponse,
   SealRequest as PbSealRequest,
   SealResponse,
 } from "./gen/sealer/v1/sealer_pb.js";
@@ -129,6 +131,21 @@ export interface OpenRequest {
    * params.inputResponses. The client never reads them from the params.
    */
   responded?: readonly string[];
+  /**
+   * Claim a one-time or latest-only state for a recorded outcome (README,
+   * "Recorded outcomes"): an open that consumes it answers `recording`,
+   * and the caller then records the answer it sent (`record`); a later
+   * retry of it that passes every other check gets that answer as
+   * `outcome`, without its handler running again. Ignored for other
+   * states. Default false (the codec sets it).
+   */
+  recordOutcome?: boolean;
+}
+
+/** An answer recorded for a consumed state: the bytes given to record, and when. */
+export interface Outcome {
+  data: Uint8Array;
+  recordedAt: Date;
 }
 
 /** What an open returns. */
@@ -140,6 +157,33 @@ export interface Opened {
   flow?: Flow;
   /** The state that opened, as given to open: what the next round continues (flowAfter). */
   requestState: string;
+  /**
+   * Set for a retry of a state consumed before whose answer was recorded:
+   * answer it as it is, without running the handler (the payload is then
+   * empty). Only with recordOutcome.
+   */
+  outcome?: Outcome;
+  /** This open consumed the state with recordOutcome: record the answer sent for it (record). */
+  recording: boolean;
+}
+
+/** What record keeps: the state a recording open consumed, and the answer sent for it. */
+export interface RecordRequest {
+  /** The state exactly as the open that consumed it got it. */
+  requestState: string;
+  /**
+   * The answer sent (the codec's: the JSON-RPC response without jsonrpc and
+   * id). Over the sealer's --outcome-limit (64 KiB by default) it is
+   * refused (INVALID_ARGUMENT) and retries are refused at once; empty
+   * records that no answer will come, the same way.
+   */
+  outcome: Uint8Array;
+}
+
+/** What record returns. */
+export interface Recorded {
+  /** When the ledger entry, and with it the outcome, goes away. */
+  keptUntil: Date;
 }
 
 /** Per call: a signal that cancels it and a deadline (the client's default when unset). */
@@ -154,6 +198,12 @@ export interface SealerClient {
   seal(req: SealRequest, opts?: CallOptions): Promise<Sealed>;
   /** Checks a state against the retry presenting it and returns what was sealed; a refused state throws a SealerError whose `rejected` is true. */
   open(req: OpenRequest, opts?: CallOptions): Promise<Opened>;
+  /**
+   * Records the answer sent for a state an open with recordOutcome
+   * consumed (Opened.recording). The first record of a state wins; a later
+   * one is ALREADY_CONSUMED.
+   */
+  record(req: RecordRequest, opts?: CallOptions): Promise<Recorded>;
   /** Closes the connections. */
   close(): Promise<void>;
 }
@@ -254,7 +304,18 @@ export function openRequestProto(r: OpenRequest): PbOpenRequest {
     principal: r.principal,
     request: bindingProto(r.request),
     responded: inputKeysProto(r.responded, "responded"),
+    recordOutcome: r.recordOutcome ?? false,
   });
+}
+
+/** The proto RecordRequest of a record, the same over gRPC and REST. */
+export function recordRequestProto(r: RecordRequest): PbRecordRequest {
+  return create(RecordRequestSchema, { requestState: r.requestState, outcome: r.outcome });
+}
+
+/** What a record returns, from the proto's answer. */
+export function recordedOf(res: RecordResponse): Recorded {
+  return { keptUntil: dateOf(res.keptUntil) };
 }
 
 /** What a seal returns, from the proto's answer; r is what was asked. */
@@ -273,8 +334,15 @@ export function sealedOf(res: SealResponse, r: SealRequest): Sealed {
 
 /** What an open returns, from the proto's answer; r is what was asked. */
 export function openedOf(res: OpenResponse, r: OpenRequest): Opened {
-  const opened: Opened = { payload: res.payload, issuedAt: dateOf(res.issuedAt), expiresAt: dateOf(res.expiresAt), requestState: r.requestState };
+  const opened: Opened = {
+    payload: res.payload,
+    issuedAt: dateOf(res.issuedAt),
+    expiresAt: dateOf(res.expiresAt),
+    requestState: r.requestState,
+    recording: res.recording,
+  };
   if (res.flow !== undefined) opened.flow = flowOf(res.flow);
+  if (res.outcome !== undefined) opened.outcome = { data: res.outcome.data, recordedAt: dateOf(res.outcome.recordedAt) };
   return opened;
 }
 

@@ -17,11 +17,16 @@ const rejections = new Set<Reason>([
   Reason.FLOW_EXHAUSTED,
 ]);
 
-/** The reasons after which the same call may succeed later: the sealer or its ledger could not answer now. */
+/**
+ * The reasons after which the same call may succeed later: the sealer or
+ * its ledger could not answer now, or (IN_PROGRESS) the outcome a retry
+ * waited for is not recorded yet.
+ */
 const transient = new Set<Reason>([
   Reason.LEDGER_UNAVAILABLE,
   Reason.KEYS_UNAVAILABLE,
   Reason.RESOURCE_EXHAUSTED,
+  Reason.IN_PROGRESS,
 ]);
 
 /**
@@ -108,9 +113,11 @@ export class SealerError extends Error {
   /**
    * The same call may succeed later: the ledger or the key source could not
    * answer, a limit was hit, the sealer could not be reached or did not
-   * answer in time, or a proxy before it answered 502, 503 or 504. Never a
-   * TLS failure nor another 4xx. A one-time state is not consumed by an
-   * open that failed so.
+   * answer in time, a proxy before it answered 502, 503 or 504, or
+   * (IN_PROGRESS) a retry came while the first open's handler still ran.
+   * Never a TLS failure nor another 4xx. A one-time state is not consumed
+   * by an open that failed so (IN_PROGRESS: it was, by that first open,
+   * whose answer a later retry gets).
    */
   get retryable(): boolean {
     if (transient.has(this.reason)) return true;
@@ -118,7 +125,7 @@ export class SealerError extends Error {
     return f === "unreachable" || f === "deadline" || (f === "http_status" && [502, 503, 504].includes(this.code ?? 0));
   }
 
-  /** The sealer could not answer: unreachable, late, its ledger or keys down, a limit hit, its own internal error. */
+  /** The sealer could not answer: unreachable, late, its ledger or keys down, a limit hit, an outcome not recorded yet, its own internal error. */
   get unavailable(): boolean {
     return this.retryable || this.reason === Reason.INTERNAL || (this.failure === "http_status" && (this.code ?? 0) >= 500);
   }

@@ -6,8 +6,8 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Reason, Sealer } from "./gen/sealer/v1/sealer_pb.js";
-import { checkTokenTransport, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
-import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
+import { checkTokenTransport, defaultTimeoutMs, openedOf, openRequestProto, recordedOf, recordRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
+import type { CallOptions, ClientOptions, OpenRequest, Opened, Recorded, RecordRequest, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
 /**
@@ -54,6 +54,16 @@ export function grpcClient(opts: ClientOptions): SealerClient {
         throw fromConnect(err);
       }
       return openedOf(res, r);
+    },
+    async record(r: RecordRequest, o?: CallOptions): Promise<Recorded> {
+      const req = recordRequestProto(r);
+      let res;
+      try {
+        res = await rpc.record(req, call(o));
+      } catch (err) {
+        throw fromConnect(err);
+      }
+      return recordedOf(res);
     },
     async close() {
       sessions.abort();

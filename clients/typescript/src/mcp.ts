@@ -34,6 +34,12 @@
 // body holding a single message, so that no message can borrow another's
 // binding (a JSON-RPC batch, which the SDK's default legacy serving still
 // accepts, may repeat an id with other arguments).
+//
+// Recorded outcomes (README, "Recorded outcomes"): verify opens the state
+// the client sent with record_outcome, and states.fetch, which sees both
+// the request and the answer, records the answer sent for a state that
+// open consumed, or answers a retry of it with the answer recorded before,
+// under the retry's id, without the SDK running the handler.
 import { createHash } from "node:crypto";
 import type { InputRequests, InputRequiredResult, RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
 import { inputKeys } from "./client.js";
@@ -41,6 +47,9 @@ import type { Flow, FlowRequest, Opened, SealerClient } from "./client.js";
 import { salientParams } from "./digest.js";
 import { Reason } from "./gen/sealer/v1/sealer_pb.js";
 import { SealerError } from "./errors.js";
+import { answerOf, IN_PROGRESS_ERROR, jsonResponse, NO_ANSWER, recordAnswer } from "./outcomes.js";
+
+export { answerOf, IN_PROGRESS_ERROR, outcomeOf } from "./outcomes.js";
 
 /**
  * The prefix of the principals the codec gives itself (ANONYMOUS): a
@@ -133,15 +142,36 @@ export interface SealedRequestStateOptions {
    */
   deadlineMs?: number;
   /**
-   * Called with every failed seal and open (the SealerError, with its
-   * reason or failure; what the operation was; the MCP method), before the
-   * failure reaches the SDK. Default: one console.error line with the
-   * sealer's reason (never the state, the payload or the principal). The
-   * SDK's own onerror never sees a mint's failure (it becomes the tool's
-   * isError result), hence this hook.
+   * Called with every failed seal, open and record (the SealerError, with
+   * its reason or failure; what the operation was; the MCP method), before
+   * the failure reaches the SDK; a failed record reaches nothing else.
+   * Default: one console.error line with the sealer's reason (never the
+   * state, the payload or the principal). The SDK's own onerror never sees
+   * a mint's failure (it becomes the tool's isError result), hence this
+   * hook.
    */
-  onError?: (err: SealerError, info: { op: "seal" | "open"; method: string }) => void;
+  onError?: (err: SealerError, info: { op: Op; method: string }) => void;
+  /**
+   * Whether the answer to a one-time or latest-only state is recorded
+   * (default true; README, "Recorded outcomes"). verify opens the state the
+   * client sent with record_outcome; states.fetch records the answer the
+   * server sent for it (the result or the JSON-RPC error, as sent; a failed
+   * record goes to onError with op "record" and changes nothing of the
+   * answer). A retry of that state that passes every check (the client lost
+   * the answer) gets the same answer under its own id, and the handler
+   * does not run again; one that comes while the handler still runs waits
+   * for it, within deadlineMs, then gets -32603 with data.reason
+   * "in_progress" (IN_PROGRESS_ERROR) and may retry. false opens as before:
+   * such a retry is refused (-32602, ALREADY_CONSUMED). It needs a sealer
+   * release with recorded outcomes on every replica: over REST an earlier
+   * one refuses the open's new field (INVALID_ARGUMENT), so set false until
+   * then; over gRPC an earlier one ignores it.
+   */
+  recordOutcomes?: boolean;
 }
+
+/** What a sealer call of the codec was, for onError: a seal (mint), an open (verify), or the record of an answer (states.fetch). */
+export type Op = "seal" | "open" | "record";
 
 /**
  * What the MCP client sees when a seal fails (the message of the error
@@ -162,8 +192,14 @@ export class SealFailed extends Error {
 }
 
 /** The default onError: one line on the server's console. */
-export function logSealerError(err: SealerError, info: { op: "seal" | "open"; method: string }): void {
-  const kind = err.rejected ? "refused" : err.unavailable ? "sealer unavailable" : "sealer misconfigured";
+export function logSealerError(err: SealerError, info: { op: Op; method: string }): void {
+  const kind = err.rejected
+    ? "refused"
+    : err.reason === Reason.IN_PROGRESS
+      ? "still in progress"
+      : err.unavailable
+        ? "sealer unavailable"
+        : "sealer misconfigured";
   console.error(`mcp-sealer: requestState ${info.op} failed on ${info.method}: ${kind}: ${err.why} (${err.message})`);
 }
 
@@ -221,6 +257,27 @@ export interface SealedRequestState<T> extends RequestStateCodec<T> {
 const BATCH = Symbol("batch");
 const bodies = new WeakMap<Request, unknown>();
 
+// What states.fetch does with the answer to a request whose state verify
+// opened with record_outcome: record it (the open consumed the state),
+// replace it with the recorded one (a retry of a state consumed before),
+// or with IN_PROGRESS_ERROR.
+type Answer =
+  | { kind: "record"; requestState: string; method: string }
+  | { kind: "replay"; data: Uint8Array; method: string }
+  | { kind: "in_progress" };
+
+/**
+ * The error verify throws for a retry answered with its recorded outcome,
+ * so that the SDK runs no handler; states.fetch answers the outcome in
+ * place of the SDK's -32602.
+ */
+class Replayed extends Error {
+  override name = "Replayed";
+  constructor() {
+    super("mcp-sealer: a retry of a state whose answer was recorded: answered with that answer, the handler not run");
+  }
+}
+
 /** A requestState codec for @modelcontextprotocol/server backed by the sealer. */
 export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions): SealedRequestState<T> {
   if (opts.principal === undefined ? opts.anonymous !== true : typeof opts.principal !== "function") {
@@ -232,6 +289,10 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
   const anonymous = opts.anonymous === true;
   const flows = opts.flows ?? true;
   const latestOnly = opts.latestOnly ?? true;
+  const recordOutcomes = opts.recordOutcomes ?? true;
+  // The answer each HTTP request's message is to get (one message per
+  // request), set by verify for states.fetch.
+  const answers = new WeakMap<Request, Answer>();
   // The state each HTTP request's message opened (one message per request:
   // batches are never bound), for the next round to continue.
   const opened = new WeakMap<Request, Opened>();
@@ -256,7 +317,7 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       }
     }
   };
-  const report = (err: unknown, op: "seal" | "open", method: string): void => {
+  const report = (err: unknown, op: Op, method: string): void => {
     if (!(err instanceof SealerError)) return;
     try {
       onError(err, { op, method });
@@ -325,17 +386,36 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       const request = requestOf(ctx);
       const responded = inputKeys(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined);
       const principal = who(ctx);
+      const req = ctx.http!.req!;
+      const method = ctx.mcpReq.method;
+      // Only the state the client sent is recorded: the SDK's legacy shim
+      // also verifies states it minted within one request, whose answers
+      // never reach a client.
+      const record = recordOutcomes && request.params.requestState === state;
       let o: Opened;
       try {
         o = await retrying((call) =>
-          opts.sealer.open({ requestState: state, principal, request, ...(responded !== undefined && { responded }) }, call),
+          opts.sealer.open(
+            { requestState: state, principal, request, ...(responded !== undefined && { responded }), ...(record && { recordOutcome: true }) },
+            call,
+          ),
         );
       } catch (err) {
         // The SDK answers any throw here -32602 "Invalid or expired
         // requestState", its message frozen: the reason goes to onError.
-        report(err, "open", ctx.mcpReq.method);
+        // states.fetch answers IN_PROGRESS_ERROR instead for a retry that
+        // came too early: starting over would not undo the first run.
+        report(err, "open", method);
+        if (record && err instanceof SealerError && err.reason === Reason.IN_PROGRESS) answers.set(req, { kind: "in_progress" });
         throw err;
       }
+      if (record && o.outcome !== undefined) {
+        answers.set(req, { kind: "replay", data: o.outcome.data, method });
+        throw new Replayed();
+      }
+      // From here on, whatever the answer is (a payload that does not
+      // parse is a -32602), it is the one recorded.
+      if (record && o.recording) answers.set(req, { kind: "record", requestState: state, method });
       let payload: T;
       try {
         payload = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(o.payload)) as T;
@@ -350,6 +430,37 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       return req === undefined ? undefined : opened.get(req)?.flow;
     },
     fetch(handler) {
+      // Records the answer sent for a state a recording open consumed; a
+      // failure goes to onError and never holds up the answer.
+      const keep = (a: { requestState: string; method: string }, outcome: Uint8Array): void => {
+        retrying((call) => opts.sealer.record({ requestState: a.requestState, outcome }, call)).catch((err: unknown) => {
+          report(err instanceof SealerError ? err : new SealerError(Reason.UNSPECIFIED, "sealer: record failed", undefined, { cause: err }), "record", a.method);
+        });
+      };
+      const answered = async (request: Request, body: unknown, response: Response): Promise<Response> => {
+        const a = answers.get(request);
+        if (a === undefined) return response;
+        answers.delete(request);
+        const id = (body as { id: string | number }).id;
+        switch (a.kind) {
+          case "in_progress":
+            await response.body?.cancel();
+            return jsonResponse({ jsonrpc: "2.0", id, error: IN_PROGRESS_ERROR });
+          case "replay": {
+            const text = answerOf(a.data, id);
+            if (text === undefined) {
+              // Recorded by something else than an adapter: keep the SDK's
+              // -32602, the state refused.
+              report(new SealerError(Reason.UNSPECIFIED, "sealer: the recorded outcome is not a JSON-RPC answer"), "open", a.method);
+              return response;
+            }
+            await response.body?.cancel();
+            return jsonResponse(text);
+          }
+          case "record":
+            return recordAnswer(response, id, (outcome) => keep(a, outcome));
+        }
+      };
       return async (request, options) => {
         if (request.method !== "POST") return handler(request, options);
         const text = await readBody(request);
@@ -367,7 +478,16 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
           return handler(new Request(request.url, { method: "POST", headers: request.headers, body: text, signal: request.signal }), options);
         }
         bodies.set(request, Array.isArray(body) ? BATCH : body);
-        return handler(request, { ...options, parsedBody: body } as NonNullable<typeof options>);
+        let response: Response;
+        try {
+          response = await handler(request, { ...options, parsedBody: body } as NonNullable<typeof options>);
+        } catch (err) {
+          const a = answers.get(request);
+          answers.delete(request);
+          if (a?.kind === "record") keep(a, NO_ANSWER);
+          throw err;
+        }
+        return answered(request, body, response);
       };
     },
   };
@@ -412,3 +532,4 @@ async function readBody(request: Request): Promise<string | undefined> {
   }
   return Buffer.concat(chunks).toString("utf8");
 }
+

@@ -1,5 +1,5 @@
-// The sealer over REST (the grpc-gateway mapping, POST /v1/seal and
-// /v1/open with the proto's JSON), with fetch. With TLS options it uses
+// The sealer over REST (the grpc-gateway mapping, POST /v1/seal, /v1/open
+// and /v1/record with the proto's JSON), with fetch. With TLS options it uses
 // undici's fetch and an Agent carrying the CA and the client certificate.
 import { fromJson, toJson } from "@bufbuild/protobuf";
 import type { JsonValue } from "@bufbuild/protobuf";
@@ -8,15 +8,31 @@ import {
   OpenRequestSchema,
   OpenResponseSchema,
   Reason,
+  RecordRequestSchema,
+  RecordResponseSchema,
   SealRequestSchema,
   SealResponseSchema,
 } from "./gen/sealer/v1/sealer_pb.js";
-import { checkTokenTransport, deadline, defaultTimeoutMs, openedOf, openRequestProto, sealedOf, sealRequestProto, tokenOf } from "./client.js";
-import type { CallOptions, ClientOptions, OpenRequest, Opened, SealRequest, Sealed, SealerClient } from "./client.js";
+import {
+  checkTokenTransport,
+  deadline,
+  defaultTimeoutMs,
+  openedOf,
+  openRequestProto,
+  recordedOf,
+  recordRequestProto,
+  sealedOf,
+  sealRequestProto,
+  tokenOf,
+} from "./client.js";
+import type { CallOptions, ClientOptions, OpenRequest, Opened, Recorded, RecordRequest, SealRequest, Sealed, SealerClient } from "./client.js";
 import { parseReason, SealerError } from "./errors.js";
 
-/** The largest reply read from the sealer: a 64 KiB payload in base64 and its JSON around it fit many times. */
-const maxReply = 1 << 20;
+/**
+ * The largest reply read from the sealer: a recorded outcome of 1 MiB (the
+ * most --outcome-limit allows) in base64 and its JSON around it fit.
+ */
+const maxReply = 2 << 20;
 
 /**
  * A client of the sealer's REST API at opts.url (https:// for TLS, or
@@ -30,10 +46,13 @@ export function restClient(opts: ClientOptions): SealerClient {
   checkTokenTransport(base, opts.token);
   const agent = opts.tls ? new Agent({ connect: { ...opts.tls } }) : undefined;
   const post = async (path: string, body: JsonValue, o?: CallOptions): Promise<unknown> => {
-    const headers: Record<string, string> = { "content-type": "application/json" };
+    const timeoutMs = o?.timeoutMs ?? opts.timeoutMs ?? defaultTimeoutMs;
+    // The call's deadline, as a gRPC client sends it (the gateway reads
+    // it): a retry waiting for an outcome gets IN_PROGRESS within it.
+    const headers: Record<string, string> = { "content-type": "application/json", "grpc-timeout": grpcTimeout(timeoutMs) };
     const token = await tokenOf(opts.token);
     if (token) headers.authorization = `Bearer ${token}`;
-    const init = { method: "POST", headers, body: JSON.stringify(body), redirect: "error" as const, signal: deadline(o, opts.timeoutMs ?? defaultTimeoutMs) };
+    const init = { method: "POST", headers, body: JSON.stringify(body), redirect: "error" as const, signal: deadline(o, timeoutMs) };
     let res: Response;
     try {
       res = agent
@@ -56,10 +75,19 @@ export function restClient(opts: ClientOptions): SealerClient {
       const json = await post("/v1/open", toJson(OpenRequestSchema, openRequestProto(r)), o);
       return openedOf(parse(() => fromJson(OpenResponseSchema, json as JsonValue, { ignoreUnknownFields: true })), r);
     },
+    async record(r: RecordRequest, o?: CallOptions): Promise<Recorded> {
+      const json = await post("/v1/record", toJson(RecordRequestSchema, recordRequestProto(r)), o);
+      return recordedOf(parse(() => fromJson(RecordResponseSchema, json as JsonValue, { ignoreUnknownFields: true })));
+    },
     async close() {
       await agent?.close();
     },
   };
+}
+
+/** A deadline as gRPC's Grpc-Timeout header writes it: whole milliseconds, at most 8 digits. */
+function grpcTimeout(ms: number): string {
+  return `${Math.min(Math.max(Math.ceil(ms), 1), 99_999_999)}m`;
 }
 
 function parse<T>(f: () => T): T {

@@ -1,0 +1,162 @@
+// Recorded outcomes in MCP terms (README, "Recorded outcomes"): the bytes
+// every adapter records for the answer it sent, the answer a retry gets
+// from them, and how states.fetch finds the answer in a response, JSON or
+// an event stream, without holding it up.
+
+/**
+ * The JSON-RPC error a retry gets when the answer to its state is not
+ * recorded yet (the sealer's IN_PROGRESS: the first request's handler
+ * still runs): retry later, never start over. Its data.reason is
+ * "in_progress".
+ */
+export const IN_PROGRESS_ERROR = Object.freeze({
+  code: -32603,
+  message: "Request still in progress: retry later",
+  data: Object.freeze({ reason: "in_progress" }),
+});
+
+/** The outcome recorded when no answer went out: retries of its state are then refused at once. */
+export const NO_ANSWER = new Uint8Array(0);
+
+/** The most of an event stream read to find the answer: an answer longer than the sealer keeps (1 MiB at most) is not recorded anyway. */
+const MAX_SCANNED = 2 << 20;
+
+/**
+ * The outcome the codec records for a JSON-RPC response: the UTF-8 JSON of
+ * the response without jsonrpc and id, {"result":...} or {"error":...}, as
+ * every adapter records it (README, "Recorded outcomes").
+ */
+export function outcomeOf(response: { result?: unknown; error?: unknown }): Uint8Array {
+  const answer = Object.hasOwn(response, "error") ? { error: response.error } : { result: response.result };
+  return new TextEncoder().encode(JSON.stringify(answer));
+}
+
+/**
+ * The JSON-RPC response that answers request id with a recorded outcome:
+ * its bytes as recorded, after jsonrpc and id. undefined when the outcome
+ * is not {"result": object} or {"error": {code, message...}}.
+ */
+export function answerOf(outcome: Uint8Array, id: string | number): string | undefined {
+  let text: string;
+  let v: unknown;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(outcome).trim();
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const isObject = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+  if (!isObject(v)) return undefined;
+  const keys = Object.keys(v);
+  if (keys.length !== 1) return undefined;
+  if (keys[0] === "result") {
+    if (!isObject(v.result)) return undefined;
+  } else if (keys[0] === "error") {
+    const e = v.error;
+    if (!isObject(e) || !Number.isInteger(e.code) || typeof e.message !== "string") return undefined;
+  } else {
+    return undefined;
+  }
+  // text is an object with one member: "{" then that member, as recorded.
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},${text.slice(1)}`;
+}
+
+/** A JSON-RPC message (or its text) as an HTTP 200 JSON answer, as the SDK answers a handler. */
+export function jsonResponse(body: unknown): Response {
+  return new Response(typeof body === "string" ? body : JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
+}
+
+/** The JSON-RPC response to id in a JSON body or an event stream's data, or undefined. */
+function responseIn(json: string, id: unknown): { result?: unknown; error?: unknown } | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof m !== "object" || m === null || Array.isArray(m)) return undefined;
+  const r = m as { id?: unknown; result?: unknown; error?: unknown };
+  if (r.id !== id || !(Object.hasOwn(r, "result") || Object.hasOwn(r, "error"))) return undefined;
+  return r;
+}
+
+/**
+ * Hands response on unchanged and gives onAnswer the outcome of the answer
+ * to id in it (NO_ANSWER when it holds none): at once for a JSON body, as
+ * the answer passes for an event stream, whose other events go on as they
+ * come.
+ */
+export async function recordAnswer(response: Response, id: unknown, onAnswer: (outcome: Uint8Array) => void): Promise<Response> {
+  const type = response.headers.get("content-type") ?? "";
+  if (response.body === null || !(type.startsWith("application/json") || type.startsWith("text/event-stream"))) {
+    onAnswer(NO_ANSWER);
+    return response;
+  }
+  const init = { status: response.status, statusText: response.statusText, headers: response.headers };
+  if (type.startsWith("application/json")) {
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (err) {
+      onAnswer(NO_ANSWER);
+      throw err;
+    }
+    const r = responseIn(text, id);
+    onAnswer(r === undefined ? NO_ANSWER : outcomeOf(r));
+    return new Response(text, init);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let pending = "";
+  let done = false;
+  const finish = (outcome: Uint8Array) => {
+    if (done) return;
+    done = true;
+    pending = "";
+    onAnswer(outcome);
+  };
+  // Each complete event: its data lines joined, looked at for the answer.
+  const scan = () => {
+    for (;;) {
+      const end = done ? -1 : pending.search(/\r?\n\r?\n/);
+      if (end < 0) break;
+      const event = pending.slice(0, end);
+      pending = pending.slice(end).replace(/^\r?\n\r?\n/, "");
+      const data = event
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(l.startsWith("data: ") ? 6 : 5))
+        .join("\n");
+      const r = data === "" ? undefined : responseIn(data, id);
+      if (r !== undefined) finish(outcomeOf(r));
+    }
+    if (pending.length > MAX_SCANNED) finish(NO_ANSWER);
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        finish(NO_ANSWER);
+        controller.error(err);
+        return;
+      }
+      if (chunk.done) {
+        finish(NO_ANSWER);
+        controller.close();
+        return;
+      }
+      if (!done) {
+        pending += decoder.decode(chunk.value, { stream: true });
+        scan();
+      }
+      controller.enqueue(chunk.value);
+    },
+    cancel(reason) {
+      finish(NO_ANSWER);
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(stream, init);
+}
