@@ -6,7 +6,8 @@
 // (examples/mcpserver) does:
 //
 //	get_weather      two rounds; the state is bound to the location argument
-//	approve_payment  a one-time state: the retry works once
+//	approve_payment  a one-time state: it pays once, and a retry of it gets
+//	                 the same answer (a recorded outcome)
 //	plan_trip        three rounds of input, then the answer
 //
 // Every state is a round of a flow (the codec's default): the rounds of one
@@ -15,12 +16,19 @@
 // answer exactly the inputRequests its round asked, which
 // states.inputRequired binds.
 //
+// The answer to every one-time or latest-only state is recorded (the
+// codec's default, README "Recorded outcomes"): a client that lost the
+// answer to approve_payment's second round and retries it gets the same
+// answer, "Paid 42.00 (payment 7)", and nothing is paid again. Each payment
+// is numbered and logged ("payment 7: paid 42.00"), so that a test can
+// count them. --record off opens as before: such a retry is refused.
+//
 // The principal is the caller's bearer token, hashed (fromAuthInfo), or,
 // for a caller without one, the codec's reserved ANONYMOUS (anonymous:
 // true, an explicit opt-in): this example trusts any token, where a real
 // server verifies it first (requireBearerAuth).
 //
-//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject] [--flows on]
+//	node server.ts --addr 127.0.0.1:3001 --sealer http://127.0.0.1:7443 [--rest] [--state-ttl 300] [--legacy reject] [--flows on] [--record on]
 //
 // --flows off seals plain states, one per round, as the codec did before
 // flows (the e2e tests' control: rewinds, forks and off-script answers then
@@ -55,10 +63,12 @@ const { values: flags } = parseArgs({
     "state-ttl": { type: "string", default: "300" },
     legacy: { type: "string", default: "reject" },
     flows: { type: "string", default: "on" },
+    record: { type: "string", default: "on" },
   },
 });
 if (flags.legacy !== "reject" && flags.legacy !== "stateless") throw new Error("--legacy is reject or stateless");
 if (flags.flows !== "on" && flags.flows !== "off") throw new Error("--flows is on or off");
+if (flags.record !== "on" && flags.record !== "off") throw new Error("--record is on or off");
 
 // What the states of this server carry.
 type Progress = { tool: string; round?: number; name?: string; city?: string; from?: string; nights?: string };
@@ -73,7 +83,12 @@ const states = sealedRequestState<Progress>({
   anonymous: true, // callers without a token: one principal, ANONYMOUS
   ttlSeconds: Number(flags["state-ttl"]),
   flows: flags.flows === "on",
+  recordOutcomes: flags.record === "on",
 });
+
+// The payments approve_payment made: a retry answered with its recorded
+// outcome makes none.
+let payments = 0;
 
 const p = "test_input_required_result_";
 const text = (s: string) => ({ content: [{ type: "text" as const, text: s }] });
@@ -227,7 +242,11 @@ function newServer(): McpServer {
     "approve_payment",
     { description: "asks for approval; the state opens once", inputSchema: z.object({ amount: z.number() }) },
     async ({ amount }, ctx) => {
-      if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "approve")) return text(`Paid ${amount.toFixed(2)}`);
+      if (stateOf(ctx) && acceptedContent(ctx.mcpReq.inputResponses, "approve")) {
+        const n = ++payments;
+        console.error(`payment ${n}: paid ${amount.toFixed(2)}`);
+        return text(`Paid ${amount.toFixed(2)} (payment ${n})`);
+      }
       return states.inputRequired({ inputRequests: { approve: confirm() }, payload: { tool: "approve_payment" } }, ctx, { oneTime: true });
     },
   );
@@ -316,7 +335,9 @@ const server = createServer((req, res) => {
 server.listen(port, host, () => {
   const a = server.address();
   const where = typeof a === "object" && a ? `${a.address}:${a.port}` : flags.addr;
-  console.error(`mcpserver-ts listening on http://${where}/mcp, sealer at ${flags.sealer}${flags.rest ? " (REST)" : " (gRPC)"}, flows ${flags.flows}`);
+  console.error(
+    `mcpserver-ts listening on http://${where}/mcp, sealer at ${flags.sealer}${flags.rest ? " (REST)" : " (gRPC)"}, flows ${flags.flows}, record ${flags.record}`,
+  );
 });
 for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.on(sig, () => {
