@@ -29,10 +29,11 @@ func refusals(s *proc) map[string]int {
 // seals every state as a round of a latest-only flow asking the keys of its
 // inputRequests, with the official TypeScript MCP client
 // (examples/typescript/test/flows.test.mjs): three rounds of input
-// complete; a rewind (an earlier round after a later one opened, a round
-// twice), a fork (8 parallel retries of one round, 20 times: exactly one
-// opens) and off-script inputResponses (a key added, left out, in another
-// case) are refused with -32602; with flows off (the control, on the same
+// complete; a rewind (an earlier round after a later one opened) and
+// off-script inputResponses (a key added, left out, in another case) are
+// refused with -32602, while a fork (8 parallel retries of one round, 20
+// times) runs the handler once and all 8 get its answer (recorded
+// outcomes), and the fork's round, once a later one opened, is refused; with flows off (the control, on the same
 // sealer), each of them goes through. The sealer's log holds exactly the
 // refusals the client saw, each with its reason (ALREADY_CONSUMED,
 // INPUT_MISMATCH), and no other. A second sealer (flows of 4 s and 2

@@ -35,7 +35,8 @@ func startTSMCP(t *testing.T, bin string, s *proc, flags ...string) string {
 // if any of them fails, and logs the runner's summary and diagnostics.
 func nodeTest(t *testing.T, bin string, env []string, files ...string) {
 	t.Helper()
-	cmd := nodeCommand(t, bin, "node", append([]string{"--test", "--test-reporter", "tap"}, files...)...)
+	// A test that hangs fails after two minutes instead of holding the run.
+	cmd := nodeCommand(t, bin, "node", append([]string{"--test", "--test-timeout=120000", "--test-reporter", "tap"}, files...)...)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
@@ -73,8 +74,9 @@ func TestConformance_MRTR_TypeScript(t *testing.T) {
 // TestTypeScriptMCP drives the TypeScript example with the official
 // TypeScript MCP client (examples/typescript/test): two rounds complete; a
 // state replayed under another bearer token, presented with other
-// arguments, presented twice when one-time, expired, or tampered with is
-// refused (-32602); a JSON-RPC batch repeating an id cannot spend a state on
+// arguments, presented after a later round opened, expired, or tampered
+// with is refused (-32602), while the same state presented again gets the
+// first answer (recorded outcomes); a JSON-RPC batch repeating an id cannot spend a state on
 // another message's arguments. One example seals over gRPC, another
 // (short-lived states, a sealer allowing no skew) over REST, and a third
 // serves 2025-era requests and batches too (the SDK's default).

@@ -72,5 +72,5 @@ node --input-type=module -e '
 for _ in $(seq 150); do [ -s "$work/sealer-url" ] && break; sleep 0.1; done
 url=$(head -1 "$work/sealer-url")
 cd "$root/examples/typescript"
-SEALER_TEST_SEALER_URL=$url node --test test/readme.test.mjs
+SEALER_TEST_SEALER_URL=$url node --test --test-timeout=120000 test/readme.test.mjs
 echo "  from a fresh npm project to the README's server done, install included: $(since "$t")"

@@ -280,7 +280,7 @@ start_build e2e after deploy after vault after python e2e_tests
 # node --test; the digest against sealer/testdata/vectors.json.
 step "TypeScript client: unit tests"
 "$SEALER_TEST_NODE_BIN/node" --version
-(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test "test/**/*.test.mjs")
+(cd clients/typescript && PATH="$SEALER_TEST_NODE_BIN:$PATH" node --test --test-timeout=120000 "test/**/*.test.mjs")
 
 # clients/python: gen/ check, ruff, mypy --strict, unit tests (the digest
 # against the vectors and against Go's, 10,000 generated params); its
