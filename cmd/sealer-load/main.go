@@ -213,6 +213,20 @@ func run(f flags) error {
 			_, err := ts.client(i).Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: toolCall})
 			return err
 		}
+		// oneTimePool seals the one-time states the open-onetime ops spend,
+		// -pool-rate for each second of warmup and run, before the clock
+		// starts.
+		oneTimePool := func() (chan string, error) {
+			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
+			for len(pool) < cap(pool) {
+				st, err := seal(context.Background(), len(pool), true)
+				if err != nil {
+					return nil, err
+				}
+				pool <- st
+			}
+			return pool, nil
+		}
 		var o op
 		label := base
 		switch base {
@@ -243,13 +257,9 @@ func run(f flags) error {
 			o = retrying(func(ctx context.Context, i int) error { return open(ctx, i, st) })
 			label = fmt.Sprintf("Open (%d B)", f.size)
 		case "open-onetime":
-			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
-			for len(pool) < cap(pool) {
-				st, err := seal(context.Background(), len(pool), true)
-				if err != nil {
-					return nil, "", err
-				}
-				pool <- st
+			pool, err := oneTimePool()
+			if err != nil {
+				return nil, "", err
 			}
 			o = retrying(func(ctx context.Context, i int) error {
 				select {
@@ -261,13 +271,9 @@ func run(f flags) error {
 			})
 			label = fmt.Sprintf("Open one-time (%d B)", f.size)
 		case "open-onetime-record":
-			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
-			for len(pool) < cap(pool) {
-				st, err := seal(context.Background(), len(pool), true)
-				if err != nil {
-					return nil, "", err
-				}
-				pool <- st
+			pool, err := oneTimePool()
+			if err != nil {
+				return nil, "", err
 			}
 			d, err := toolCall.RequestDigest()
 			if err != nil {
