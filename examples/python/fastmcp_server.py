@@ -1,4 +1,4 @@
-"""The same server as server.py on FastMCP 4.1 (``fastmcp``): the tools and the
+"""The same server as server.py on FastMCP 4.2 (``fastmcp``): the tools and the
 prompt of the MCP conformance suite's input-required-result scenarios, the
 two booking tools and the payment tool (mrtr_tools.py), served as stateless
 Streamable HTTP (the 2026-07-28 wire, no sessions) at /mcp, every
