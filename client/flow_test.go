@@ -128,9 +128,13 @@ func TestClient_R9_Flow(t *testing.T) {
 }
 
 // A flow ends at its deadline, whatever the rounds sealed before it: its
-// states do not open, and it does not continue.
+// states do not open, and it does not continue. The skew is the largest, so
+// that however late the retries come on a loaded machine their state is
+// not yet expired (which Open reports first) when its flow is.
 func TestClient_R9_FlowDeadline(t *testing.T) {
-	sc := startSealer(t, func(c *server.Config) { c.MinTTL, c.FlowTTL = 10*time.Millisecond, 200*time.Millisecond })
+	sc := startSealer(t, func(c *server.Config) {
+		c.MinTTL, c.FlowTTL, c.Skew = 10*time.Millisecond, 200*time.Millisecond, server.MaxSkew
+	})
 	ctx := context.Background()
 	call := ToolCall("t", nil)
 	state, expires, err := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, TTL: time.Minute, Flow: &FlowRequest{}})
@@ -140,7 +144,9 @@ func TestClient_R9_FlowDeadline(t *testing.T) {
 	if expires.After(time.Now().Add(time.Second)) {
 		t.Errorf("a state of a 200 ms flow expires at %v, want no later than the flow's deadline", expires)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The state expires with its flow, on the clock this process shares
+	// with the sealer: sleep past it.
+	time.Sleep(time.Until(expires.Add(time.Millisecond)))
 	_, errOpen := sc.Open(ctx, OpenRequest{State: state, Principal: "alice", Request: call})
 	_, _, errSeal := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, Flow: &FlowRequest{Continues: state}})
 	for name, err := range map[string]error{"open": errOpen, "continue": errSeal} {

@@ -143,7 +143,10 @@ func TestClient_RecordedOutcome(t *testing.T) {
 		t.Fatalf("first open: got %+v, %v; want the payload, Recording, no outcome", first, err)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// The sealer answers IN_PROGRESS a tenth of the deadline before it (at
+	// least 50ms), to leave the answer time to arrive: 5s leaves it half a
+	// second, enough on a loaded machine.
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, err = sc.Open(short, retry)
 	cancel()
 	if !errors.Is(err, ErrInProgress) || Rejected(err) {
