@@ -41,6 +41,12 @@ type logger struct{ l *log.Logger }
 
 func (l logger) Printf(_ context.Context, format string, v ...any) { l.l.Printf(format, v...) }
 
+// replicasTimeout is the ledger timeout of the tests with Replicas: WAIT
+// gets half of it, which a loaded machine's replica needs to acknowledge a
+// write (at 200ms, healthy writes were refused). Each write refused for a
+// stopped replica costs that second.
+const replicasTimeout = 2 * time.Second
+
 func consume(r *redis.Ledger, i int) error {
 	return r.Consume(context.Background(), "t", sealer.StateID{byte(i), byte(i >> 8)}, time.Now().Add(time.Minute))
 }
@@ -129,7 +135,7 @@ func TestRedis_Replicas_Wait(t *testing.T) {
 	_, port, _ := strings.Cut(primary.Addr, ":")
 	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
 	testredis.WaitLinked(t, replica)
-	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: 400 * time.Millisecond, Replicas: 1})
+	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: replicasTimeout, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +183,7 @@ func TestRedis_Replicas_Outcomes(t *testing.T) {
 	_, port, _ := strings.Cut(primary.Addr, ":")
 	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
 	testredis.WaitLinked(t, replica)
-	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: 400 * time.Millisecond, Replicas: 1})
+	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: replicasTimeout, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +241,7 @@ func TestRedis_Replicas_Outcomes(t *testing.T) {
 // keys on that master are refused and the others are not.
 func TestRedis_Cluster_WaitOnTheKeysMaster(t *testing.T) {
 	c := testredis.StartCluster(t, 3, 1, aclUser(append(clusterACL, "+wait", "+del")...)...)
-	r, err := redis.New(redis.Options{URL: "redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr, Timeout: 400 * time.Millisecond, Replicas: 1})
+	r, err := redis.New(redis.Options{URL: "redis+cluster://sealer:s3cret-pw@" + c.Nodes[0].Addr, Timeout: replicasTimeout, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +279,7 @@ func TestRedis_PasswordFile_ReadAgain(t *testing.T) {
 		}
 	}
 	write("s3cret-pw")
-	r, err := redis.New(redis.Options{URL: "redis://sealer@" + srv.Addr + "/0", PasswordFile: file, Timeout: 300 * time.Millisecond})
+	r, err := redis.New(redis.Options{URL: "redis://sealer@" + srv.Addr + "/0", PasswordFile: file, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
