@@ -64,13 +64,13 @@ func TestEmbedded_DiskFull_RefusesThenHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = l.Consume(ctx, "t", sealer.StateID{3}, until); err == nil {
 			break
 		}
 	}
 	if err != nil {
-		t.Fatalf("with room again: got %v, want the ledger healed", err)
+		t.Fatalf("with room again: got %v for 30 s, want the ledger healed (it reopens itself once a second)", err)
 	}
 	for _, id := range append(won, before) {
 		if err := l.Consume(ctx, "t", id, until); !errors.Is(err, ledger.ErrConsumed) {
