@@ -98,7 +98,10 @@ func TestOutcomes_R6_ARetryWhileTheHandlerRunsIsInProgress(t *testing.T) {
 	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
 		t.Fatal(r)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The retry waits until a tenth of its deadline is left: 5s leaves the
+	// ledger's last read half a second before the deadline ends it, enough
+	// on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, r := openAs(ctx, t, s, state, "alice", prodArgs, true); r != "IN_PROGRESS" {
 		t.Errorf("retry while no outcome is recorded: got %s, want IN_PROGRESS", r)
