@@ -19,6 +19,12 @@ import (
 // MasterName is the name the Sentinels of StartSentinel monitor.
 const MasterName = "mymaster"
 
+// adminTimeout bounds one call of the helpers to a node, so that a hung
+// node fails the test instead of hanging it; a node that is down refuses at
+// once. Generous: a loaded machine's Redis can be slow to answer, and a
+// call that timed out would fail a test or skip a node that is fine.
+const adminTimeout = 10 * time.Second
+
 // replicationUser are the redis-server arguments that make replication use
 // its own ACL user, so that cutReplication can refuse it.
 var replicationUser = []string{"--user", "replication", "on", ">replication-pw", "~*", "&*", "+@all",
@@ -75,7 +81,7 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 	for _, sn := range s.Sentinels {
 		c := sn.Client(t)
 		waitFor(t, 30*time.Second, "the Sentinels to know each other and the replica", func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			defer cancel()
 			peers, err := c.Do(ctx, "sentinel", "sentinels", MasterName).Slice()
 			if err != nil {
@@ -110,7 +116,7 @@ func (s *Sentinel) CutReplication(t testing.TB) {
 // links, and waits until every replica sees its link down.
 func cutReplication(t testing.TB, primary *Server, replicas ...*Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	c := primary.Client(t)
 	if err := c.Do(ctx, "acl", "setuser", "replication", "off").Err(); err != nil {
@@ -132,7 +138,7 @@ func cutReplication(t testing.TB, primary *Server, replicas ...*Server) {
 // PrimaryAddr is where the first Sentinel says the primary is.
 func (s *Sentinel) PrimaryAddr(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	hp, err := s.Sentinels[0].Client(t).Do(ctx, "sentinel", "get-master-addr-by-name", MasterName).StringSlice()
 	if err != nil || len(hp) != 2 {
@@ -147,7 +153,7 @@ func (s *Sentinel) WaitPromoted(t testing.TB, since time.Time) time.Duration {
 	t.Helper()
 	waitFor(t, 60*time.Second, "the Sentinels to promote the replica", func() error {
 		for _, sn := range s.Sentinels {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			hp, err := sn.Client(t).Do(ctx, "sentinel", "get-master-addr-by-name", MasterName).StringSlice()
 			cancel()
 			if err != nil {
@@ -234,7 +240,7 @@ func (c *Cluster) WaitHealthy(t testing.TB) {
 			if n.cmd == nil {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			info, err := n.Client(t).ClusterInfo(ctx).Result()
 			cancel()
 			if err != nil {
@@ -253,7 +259,7 @@ func (c *Cluster) WaitHealthy(t testing.TB) {
 // running node sees it.
 func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	for _, n := range c.Nodes {
 		if n.cmd == nil {
@@ -291,7 +297,7 @@ func (c *Cluster) ReplicaOf(t testing.TB, master *Server) *Server {
 		if n == master || n.cmd == nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 		info, err := n.Client(t).Info(ctx, "replication").Result()
 		cancel()
 		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r") {
@@ -333,7 +339,7 @@ func WaitRole(t testing.TB, s *Server, want string) {
 func replicationInfo(s *Server) (string, error) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, Password: s.auth})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	return c.Info(ctx, "replication").Result()
 }
