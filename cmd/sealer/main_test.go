@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,10 +150,12 @@ func TestServe_FlagsWithoutCommand(t *testing.T) {
 	serveContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
 	t.Cleanup(func() { serveContext = prev })
 	stderr := &syncBuffer{}
-	// Stop serving once it answers /livez: it started from flags alone.
+	// Stop serving once it answers /livez: it started from flags alone. Or
+	// stop it after 30 s without an answer, and fail.
+	var late atomic.Bool
 	go func() {
 		re := regexp.MustCompile(`msg=listening grpc=\S+ http=(\S+)`)
-		for ctx.Err() == nil {
+		for deadline := time.Now().Add(30 * time.Second); ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
 			if m := re.FindStringSubmatch(stderr.String()); m != nil {
 				if res, err := http.Get("http://" + m[1] + "/livez"); err == nil {
 					res.Body.Close()
@@ -160,13 +163,20 @@ func TestServe_FlagsWithoutCommand(t *testing.T) {
 					return
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
+			if time.Now().After(deadline) {
+				late.Store(true)
+				cancel()
+				return
+			}
 		}
 	}()
 	var stdout bytes.Buffer
 	args := []string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--shutdown-delay", "0s", "--shutdown-grace", "1s"}
 	if err := run(args, &stdout, stderr); err != nil {
 		t.Fatalf("run(%q): %v, want serve to run\n%s", args, err, stderr.String())
+	}
+	if late.Load() {
+		t.Fatalf("run(%q) did not answer /livez within 30 s\n%s", args, stderr.String())
 	}
 	want := "data_dir=" + filepath.Join(dir, server.Defaults().DataDir)
 	if !strings.Contains(stderr.String(), want) {
