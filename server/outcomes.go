@@ -107,6 +107,10 @@ func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sea
 		case errors.Is(err, ledger.ErrGone):
 			result = outcomeUnavailable
 			return nil, ledger.ErrConsumed // consumed a moment ago, so it expired since
+		case !errors.Is(err, ledger.ErrPending) && pause > replayPollFirst && ctx.Err() != nil:
+			// A read the caller's deadline cut short, after reads that found
+			// it pending (a late timer on a busy machine): still pending.
+			return nil, ledger.ErrPending
 		case !errors.Is(err, ledger.ErrPending):
 			result = outcomeUnavailable
 			return nil, err
