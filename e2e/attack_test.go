@@ -70,14 +70,27 @@ func expiryEdge(t *testing.T, p *proc, skew time.Duration, states, racers int) m
 	return outcomes
 }
 
-func checkEdge(t *testing.T, outcomes map[string]int) {
+// checkEdge runs edge, a round of expiryEdge, and holds its outcomes to no
+// replay. The racers must straddle the deadline for the edge to be tested:
+// on a loaded machine all of a round's may come late, so rounds run again,
+// up to five, until some came before it and some after.
+func checkEdge(t *testing.T, edge func() map[string]int) {
 	t.Helper()
-	t.Logf("racers around the expiry edge: %v", outcomes)
-	if outcomes["OK"] != 0 {
-		t.Fatalf("%d replays of consumed one-time states opened at the expiry edge; want 0", outcomes["OK"])
-	}
-	if outcomes["ALREADY_CONSUMED"] == 0 || outcomes["EXPIRED"] == 0 {
-		t.Fatalf("outcomes %v: the racers did not straddle the deadline; the edge was not tested", outcomes)
+	outcomes := map[string]int{}
+	for round := 1; ; round++ {
+		for r, n := range edge() {
+			outcomes[r] += n
+		}
+		t.Logf("racers around the expiry edge, after round %d: %v", round, outcomes)
+		if outcomes["OK"] != 0 {
+			t.Fatalf("%d replays of consumed one-time states opened at the expiry edge; want 0", outcomes["OK"])
+		}
+		if outcomes["ALREADY_CONSUMED"] > 0 && outcomes["EXPIRED"] > 0 {
+			break
+		}
+		if round == 5 {
+			t.Fatalf("outcomes %v after %d rounds: the racers did not straddle the deadline; the edge was not tested", outcomes, round)
+		}
 	}
 	for r := range outcomes {
 		if r != "ALREADY_CONSUMED" && r != "EXPIRED" {
@@ -94,7 +107,7 @@ func TestAttack_R6_NoReplayAtTheExpiryEdge_Redis(t *testing.T) {
 	redisSrv := testredis.Start(t, false)
 	slow := newDelayProxy(t, redisSrv.Addr, 2500*time.Microsecond)
 	p := start(t, t.TempDir(), "--ledger", "redis://"+slow.addr+"/0", "--skew", "100ms")
-	checkEdge(t, expiryEdge(t, p, 100*time.Millisecond, 20, 48))
+	checkEdge(t, func() map[string]int { return expiryEdge(t, p, 100*time.Millisecond, 20, 48) })
 }
 
 // TestAttack_R6_NoReplayAtTheExpiryEdge_Embedded: the same with the
@@ -102,7 +115,7 @@ func TestAttack_R6_NoReplayAtTheExpiryEdge_Redis(t *testing.T) {
 func TestAttack_R6_NoReplayAtTheExpiryEdge_Embedded(t *testing.T) {
 	testenv.Lane(t, testenv.LaneE2E)
 	p := start(t, t.TempDir(), "--sweep-interval", "2ms", "--skew", "100ms")
-	checkEdge(t, expiryEdge(t, p, 100*time.Millisecond, 20, 48))
+	checkEdge(t, func() map[string]int { return expiryEdge(t, p, 100*time.Millisecond, 20, 48) })
 }
 
 // peakRSS returns the peak resident memory of a process (VmHWM), in bytes.

@@ -218,7 +218,7 @@ func flowsFailover(t *testing.T, replicas int, cut bool) {
 		}
 	})
 	for _, f := range flows {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		n, err := victim.Client(t).Exists(ctx, flowKey(t, "default", f.id)).Result()
 		cancel()
 		if err != nil || n != 1 {

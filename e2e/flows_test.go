@@ -184,6 +184,13 @@ func (c tallied) call(t *testing.T, method, body string) (map[string]any, string
 // auditOutcomes counts the events of an audit log by method and reason.
 func auditOutcomes(t *testing.T, file string) map[string]int {
 	t.Helper()
+	return auditOutcomesSince(t, file, time.Time{})
+}
+
+// auditOutcomesSince is auditOutcomes of the events stamped at or after
+// since.
+func auditOutcomesSince(t *testing.T, file string, since time.Time) map[string]int {
+	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -192,11 +199,16 @@ func auditOutcomes(t *testing.T, file string) map[string]int {
 	n := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var e struct{ Msg, Method, Reason string }
+		var e struct {
+			Time                time.Time
+			Msg, Method, Reason string
+		}
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Msg != "audit" {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
-		n[strings.ToLower(path.Base(e.Method))+" "+e.Reason]++
+		if !e.Time.Before(since) {
+			n[strings.ToLower(path.Base(e.Method))+" "+e.Reason]++
+		}
 	}
 	return n
 }
@@ -228,7 +240,11 @@ func TestFlows_R9_Attacks(t *testing.T) {
 	tenants := filepath.Join(dir, "tenants.yaml")
 	writeFile(t, tenants, fmt.Sprintf(flowsTenants, tokenHash("main-token"), tokenHash("short-token"), tokenHash("brief-token"), tokenHash("other-token")))
 	audit := filepath.Join(dir, "audit.jsonl")
-	p := start(t, dir, "--tenants", tenants, "--audit-log", audit)
+	// The largest skew: the stretch's calls after a flow's deadline, however
+	// late on a loaded machine, are judged by the deadline (FLOW_EXPIRED),
+	// not by the state's expiry (EXPIRED), and its control's plain states
+	// of 1 s open whenever they come.
+	p := start(t, dir, "--tenants", tenants, "--audit-log", audit, "--skew", "60s")
 	seen := &tally{n: map[string]int{}}
 	conn := sealerv1.NewSealerClient(dialGRPC(t, p.GRPC))
 	callers := map[string]func(token string) api{
@@ -438,9 +454,15 @@ func flowsStretch(t *testing.T, s mcpServer) {
 		if r != "OK" {
 			t.Fatalf("seal: %s", r)
 		}
-		end := time.Now().Add(2 * time.Second)
+		// For 2 s, and until one opened more than 1 s after the first seal
+		// (a loaded machine may take longer): each state opens, within the
+		// sealer's skew of a minute past its expiry.
+		began := time.Now()
 		var late int
-		for began := time.Now(); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		for end := began.Add(2 * time.Second); time.Now().Before(end) || late == 0; time.Sleep(300 * time.Millisecond) {
+			if time.Since(began) > 30*time.Second {
+				t.Fatal("no plain state opened more than 1 s after the first seal within 30 s")
+			}
 			at := time.Now()
 			if _, r := s.open(t, state, "github_login"); r != "OK" {
 				t.Fatalf("open at %v: got %s", at.Sub(began).Round(time.Millisecond), r)
@@ -453,9 +475,6 @@ func flowsStretch(t *testing.T, s mcpServer) {
 			}
 		}
 		t.Logf("plain states: %d opens more than 1 s after the first seal", late)
-		if late == 0 {
-			t.Fatal("the control should show plain states opening past 1 s")
-		}
 	})
 	t.Run("latest-only flow of 1 s", func(t *testing.T) {
 		// A TTL far past the flow's: the state expires with the flow.
@@ -468,8 +487,13 @@ func flowsStretch(t *testing.T, s mcpServer) {
 		}
 		opened, keys := state, []string{"github_login"}
 		var log []attempt
-		for end := f.deadline.Add(time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		// Until a second past the deadline, and one round of calls sent
+		// after that, however slow the machine: within the skew of a
+		// minute, so that what comes after the deadline is refused for the
+		// flow's deadline, never for the state's expiry.
+		for end, last := f.deadline.Add(time.Second), false; !last; time.Sleep(300 * time.Millisecond) {
 			at := time.Now()
+			last = !at.Before(end)
 			_, r := s.open(t, state, keys...)
 			log = append(log, attempt{at, "open round", r})
 			if r == "OK" {

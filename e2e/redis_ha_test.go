@@ -45,8 +45,9 @@ type outcome struct {
 }
 
 // underLoad runs four workers that each seal a one-time state on one
-// replica and open it on the next, until fault returns; fault returns the
-// moment it broke something. It reports the opens' failures, the span of
+// replica and open it on the next, until fault has returned (the moment it
+// broke something) and, after it, a whole second of opens all succeeded
+// (waited for up to 30 s). It reports the opens' failures, the span of
 // LEDGER_UNAVAILABLE from the fault to the last one, and fails the test on
 // any other failure or if opens do not work again after the fault.
 func underLoad(t *testing.T, callers []api, fault func() time.Time) {
@@ -75,9 +76,31 @@ func underLoad(t *testing.T, callers []api, fault func() time.Time) {
 			}
 		})
 	}
+	// Stopped also when fault or the wait below ends the test: the workers
+	// call through t.
+	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopLoad()
 	brokeAt := fault()
-	close(stop)
-	wg.Wait()
+	healed := time.Now()
+	waitFor(t, "a second of the load with every open OK after the fault", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		since := time.Now().Add(-time.Second)
+		if since.Before(healed) {
+			return false
+		}
+		n := 0
+		for _, o := range outcomes {
+			if o.at.After(since) {
+				if o.reason != "OK" {
+					return false
+				}
+				n++
+			}
+		}
+		return n > 0
+	})
+	stopLoad()
 
 	counts := map[string]int{}
 	var last time.Time
@@ -128,7 +151,6 @@ func TestRedisHA_Sentinel(t *testing.T) {
 		killed := time.Now()
 		s.Primary.Kill(t)
 		t.Logf("Sentinels promoted the replica %.2fs after the primary was killed", s.WaitPromoted(t, killed).Seconds())
-		time.Sleep(2 * time.Second)
 		return killed
 	})
 }
@@ -147,7 +169,6 @@ func TestRedisHA_Cluster(t *testing.T) {
 		time.Sleep(time.Second)
 		killed := c.FailOverAMaster(t)
 		t.Logf("the killed master's replica serves its slots %.2fs after the kill", time.Since(killed).Seconds())
-		time.Sleep(2 * time.Second)
 		return killed
 	})
 }

@@ -291,12 +291,19 @@ func TestTenants_RateLimit(t *testing.T) {
 	s := start(t, t.TempDir(), "--tenants", tenants)
 	c := grpcAPI{client: newGRPC(t, s).client, token: "tok"}
 	reasons := map[string]int{}
+	began := time.Now()
 	for range 20 {
 		_, r := c.call(t, "seal", sealBody("a", weatherParams, "x", ""))
 		reasons[r]++
 	}
-	if reasons["OK"] < 5 || reasons["OK"] > 7 || reasons["RESOURCE_EXHAUSTED"] != 20-reasons["OK"] {
-		t.Fatalf("20 calls at once at 5/s: got %v; want about 5 OK, the rest RESOURCE_EXHAUSTED", reasons)
+	// The burst, and what the rate gave back while the calls went on (a
+	// loaded machine takes longer over them), plus one for the rounding.
+	most := 5 + int(5*time.Since(began).Seconds()) + 1
+	if reasons["OK"] < 5 || reasons["OK"] > most || reasons["RESOURCE_EXHAUSTED"] != 20-reasons["OK"] {
+		t.Fatalf("20 calls in %v at 5/s: got %v; want 5 to %d OK, the rest RESOURCE_EXHAUSTED", time.Since(began).Round(time.Millisecond), reasons, most)
+	}
+	if reasons["RESOURCE_EXHAUSTED"] == 0 {
+		t.Fatalf("20 calls in %v at 5/s: all OK; the machine is too slow to tell the limit", time.Since(began).Round(time.Millisecond))
 	}
 	time.Sleep(time.Second)
 	mustSeal(t, c, sealBody("a", weatherParams, "x", ""))
