@@ -74,7 +74,7 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 			t.Fatal(err)
 		}
 		sn := &Server{Addr: FreeAddr(t), dir: dir, conf: conf, auth: o.Password}
-		sn.Restart(t)
+		sn.startOnFreePorts(t)
 		t.Cleanup(func() { sn.Stop(t) })
 		s.Sentinels = append(s.Sentinels, sn)
 	}

@@ -9,10 +9,13 @@ package testredis
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,11 +49,34 @@ func Binary(t testing.TB) string {
 func Start(t testing.TB, persist bool, extraArgs ...string) *Server {
 	t.Helper()
 	Binary(t)
-	s := &Server{Addr: FreeAddr(t), dir: t.TempDir(), persist: persist, extra: extraArgs}
-	s.Restart(t)
+	s := &Server{Addr: FreeAddr(t), dir: t.TempDir(), persist: persist, extra: slices.Clone(extraArgs)}
+	s.startOnFreePorts(t)
 	t.Cleanup(func() { s.Stop(t) })
 	return s
 }
+
+// startOnFreePorts starts the server for the first time. A port free a
+// moment ago may be taken by another process before redis-server binds it:
+// then it starts again on new ports (its own and its cluster bus port).
+func (s *Server) startOnFreePorts(t testing.TB) {
+	t.Helper()
+	for tries := 1; ; tries++ {
+		err := s.start(t)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errAddrInUse) || tries == 5 {
+			t.Fatal(err)
+		}
+		s.Addr = FreeAddr(t)
+		if i := slices.Index(s.extra, "--cluster-port"); i >= 0 && i+1 < len(s.extra) {
+			_, s.extra[i+1], _ = net.SplitHostPort(FreeAddr(t))
+		}
+	}
+}
+
+// errAddrInUse is a start that found its port (or cluster bus port) taken.
+var errAddrInUse = errors.New("address already in use")
 
 // FreeAddr returns a loopback address whose port was free a moment ago.
 func FreeAddr(t testing.TB) string {
@@ -63,9 +89,18 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// Restart starts the server again after Stop (or for the first time), on the
-// same port and data directory, and waits until it answers.
+// Restart starts the server again after Stop, on the same port and data
+// directory, and waits until it answers.
 func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start starts the server and waits until it answers; errAddrInUse when
+// it could not bind its ports.
+func (s *Server) start(t testing.TB) error {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{"--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
@@ -84,7 +119,7 @@ func (s *Server) Restart(t testing.TB) {
 	var out bytes.Buffer
 	s.cmd.Stdout, s.cmd.Stderr = &out, &out
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(s.cmd, s.done)
@@ -97,17 +132,20 @@ func (s *Server) Restart(t testing.TB) {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-s.done:
-			t.Fatalf("redis-server exited: %s", out.String())
+			if strings.Contains(out.String(), "Address already in use") {
+				return fmt.Errorf("redis-server on %s: %w: %s", s.Addr, errAddrInUse, out.String())
+			}
+			return fmt.Errorf("redis-server exited: %s", out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.cmd.Process.Kill()
 			<-s.done
-			t.Fatalf("redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, out.String())
+			return fmt.Errorf("redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
