@@ -201,10 +201,12 @@ test("a flow ends at its deadline however recent its round, and after its last r
   assert.equal(exhausted.isError, true, JSON.stringify(exhausted));
   assert.match(text(exhausted), /flow/i);
 
-  // The flow's deadline is 4 s after its round 1, the states' TTL 5 minutes.
-  const started = Date.now();
+  // The flow's deadline is 4 s after its round 1 was sealed, so at most 4 s
+  // after round 1's answer came back (the clock read then, whatever the
+  // load), the states' TTL 5 minutes.
   const t1 = await rounds(client, 1);
+  const sealed = Date.now();
   const t2 = asks(await call(client, t1, answers[0]), "dates", "nights");
-  await new Promise((r) => setTimeout(r, Math.max(0, started + 5000 - Date.now())));
+  await new Promise((r) => setTimeout(r, Math.max(0, sealed + 4100 - Date.now())));
   await refused(call(client, t2, answers[1]));
 });
