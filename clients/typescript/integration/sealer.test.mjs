@@ -4,9 +4,12 @@
 // tenants authenticated by client certificate or bearer token).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { readFileSync } from "node:fs";
+import { createMcpHandler, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { z } from "zod";
 import { flowAfter, grpcClient, restClient, requestDigest, toolCall, SealerError, Reason } from "../dist/index.js";
+import { sealedRequestState } from "../dist/mcp.js";
 
 const env = process.env;
 const skip = env.SEALER_TEST_GRPC && env.SEALER_TEST_REST ? false : "no sealer: e2e/typescript_test.go starts one";
@@ -145,6 +148,115 @@ for (const [name, make] of Object.entries({ gRPC: () => clients().gRPC, REST: ()
   });
 }
 
+// mcpServer is the official SDK's handler for one tool, pay, behind the
+// codec: round 1 asks for approval with a sealed state, round 2 pays.
+// post sends a tools/call of pay with extra params and returns the body
+// and the JSON-RPC message answered.
+function mcpServer(states) {
+  const ran = [];
+  const handle = states.fetch(
+    createMcpHandler(
+      () => {
+        const s = new McpServer({ name: "t", version: "1" }, { requestState: { verify: states.verify } });
+        s.server.onerror = () => {};
+        s.registerTool("pay", { inputSchema: z.object({ amount: z.number() }) }, async ({ amount }, ctx) => {
+          if (ctx.mcpReq.requestState() === undefined) {
+            ran.push("ask");
+            const approve = inputRequired.elicit({ message: `Pay ${amount}?`, requestedSchema: { type: "object", properties: { ok: { type: "boolean" } } } });
+            return states.inputRequired({ inputRequests: { approve }, payload: { amount } }, ctx);
+          }
+          ran.push("pay");
+          return { content: [{ type: "text", text: `Paid ${amount}` }] };
+        });
+        return s;
+      },
+      { legacy: "reject" },
+    ).fetch,
+  );
+  const post = async (extra = {}) => {
+    const params = {
+      _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } },
+      name: "pay",
+      arguments: { amount: 42 },
+      ...extra,
+    };
+    const res = await handle(
+      new Request("http://x/mcp", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "pay" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
+      }),
+    );
+    const body = await res.text();
+    return { body, message: JSON.parse(body) };
+  };
+  return { ran, post };
+}
+
+const approved = { inputResponses: { approve: { action: "accept", content: { ok: true } } } };
+const refusedState = { code: -32602, message: "Invalid or expired requestState", data: { reason: "invalid_request_state" } };
+const sealerUnavailable = { code: -32603, message: "requestState sealer unavailable", data: { reason: "sealer_unavailable" } };
+const sealerMisconfigured = { code: -32603, message: "requestState sealer misconfigured", data: { reason: "sealer_misconfigured" } };
+
+// forwarder passes TCP connections on to addr until stopped, and starts
+// again on the same port: the sealer, as the MCP server sees it, goes
+// away and comes back.
+async function forwarder(t, addr) {
+  const [host, port] = [addr.slice(0, addr.lastIndexOf(":")), Number(addr.slice(addr.lastIndexOf(":") + 1))];
+  const sockets = new Set();
+  const listen = (p) => {
+    const server = createServer((down) => {
+      const up = connect(port, host);
+      for (const s of [down, up]) {
+        sockets.add(s);
+        s.on("close", () => sockets.delete(s));
+        s.on("error", () => {});
+      }
+      down.pipe(up).pipe(down);
+    });
+    return new Promise((r) => server.listen(p, "127.0.0.1", () => r(server)));
+  };
+  let server = await listen(0);
+  const own = server.address().port;
+  const stop = () => {
+    server.close();
+    for (const s of sockets) s.destroy();
+  };
+  t.after(stop);
+  return { port: own, stop, start: async () => (server = await listen(own)) };
+}
+
+// Issue 42: through the SDK and the codec, the MCP client tells a refused
+// state (-32602) from a sealer gone away (-32603 sealer_unavailable), and
+// the state is not spent by the failed open.
+for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_GRPC"], ["REST", restClient, "SEALER_TEST_REST"]]) {
+  test(`${name}: through the SDK, a refused state is -32602, a stopped sealer -32603 sealer_unavailable`, { skip }, async (t) => {
+    const fwd = await forwarder(t, env[addr]);
+    const c = make({ url: `http://127.0.0.1:${fwd.port}` });
+    t.after(() => c.close());
+    const seen = [];
+    const states = sealedRequestState({ sealer: c, anonymous: true, oneTime: true, deadlineMs: 2000, retry: { backoffMs: 20 }, onError: (e, info) => seen.push([e, info]) });
+    const { ran, post } = mcpServer(states);
+    const first = (await post()).message;
+    assert.equal(first.result?.resultType, "input_required", JSON.stringify(first));
+    const state = first.result.requestState;
+    const tampered = await post({ requestState: state.slice(0, -2) + (state.endsWith("AA") ? "BB" : "AA"), ...approved });
+    assert.deepEqual(tampered.message.error, refusedState, tampered.body);
+    assert.equal(seen.at(-1)[0].reasonName, "INVALID_STATE");
+    fwd.stop();
+    const down = await post({ requestState: state, ...approved });
+    assert.deepEqual(down.message, { jsonrpc: "2.0", id: 1, error: sealerUnavailable }, down.body);
+    for (const secret of ["127.0.0.1", String(fwd.port), env[addr]]) assert.ok(!down.body.includes(secret), `${down.body} says ${secret}`);
+    assert.deepEqual(seen.at(-1)[1], { op: "open", method: "tools/call" });
+    assert.ok(seen.at(-1)[0].unavailable && seen.at(-1)[0].reason === Reason.UNSPECIFIED, seen.at(-1)[0].why);
+    // Back: the one-time state opens, once.
+    await fwd.start();
+    const paid = await post({ requestState: state, ...approved });
+    assert.equal(paid.message.result?.content?.[0]?.text, "Paid 42", paid.body);
+    assert.deepEqual(ran, ["ask", "pay"]);
+  });
+}
+
 // A generated params object: mostly what MCP clients send, with the edges
 // of RFC 8785 (number forms, UTF-16 key order, escapes, astral
 // characters), and now and then something the core refuses (case variants
@@ -260,5 +372,38 @@ for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_TLS_GRPC"], 
       untrusted.seal({ principal: "x", request: weather("Paris") }),
       (err) => err instanceof SealerError && err.reason === Reason.UNSPECIFIED && err.failure === "tls" && !err.retryable && err.misconfigured,
     );
+  });
+}
+
+// Issue 42: through the SDK and the codec, a sealer that refuses the MCP
+// server's credentials or whose certificate it does not trust is -32603
+// sealer_misconfigured, never the sealer's address nor the token; the
+// state is not spent and opens with the right credentials.
+for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_TLS_GRPC"], ["REST", restClient, "SEALER_TEST_TLS_REST"]]) {
+  test(`${name} over TLS: through the SDK, refused credentials and an untrusted certificate are -32603 sealer_misconfigured`, { skip: tlsSkip }, async (t) => {
+    const url = `https://${env[addr]}`;
+    const ca = readFileSync(env.SEALER_TEST_CA);
+    const good = make({ url, tls: { ca }, token: () => env.SEALER_TEST_TOKEN_C });
+    const wrong = make({ url, tls: { ca }, token: "not-the-token" });
+    const untrusted = make({ url, token: () => env.SEALER_TEST_TOKEN_C });
+    t.after(() => Promise.all([good, wrong, untrusted].map((x) => x.close())));
+    const codec = (sealer, seen = []) => sealedRequestState({ sealer, anonymous: true, deadlineMs: 2000, onError: (e, info) => seen.push([e, info]) });
+    const first = (await mcpServer(codec(good)).post()).message;
+    assert.equal(first.result?.resultType, "input_required", JSON.stringify(first));
+    const retry = { requestState: first.result.requestState, ...approved };
+    for (const [sealer, why] of [[wrong, "UNAUTHENTICATED"], [untrusted, "tls"]]) {
+      const seen = [];
+      const { ran, post } = mcpServer(codec(sealer, seen));
+      const got = await post(retry);
+      assert.deepEqual(got.message, { jsonrpc: "2.0", id: 1, error: sealerMisconfigured }, `${why}: ${got.body}`);
+      for (const secret of [env[addr], "not-the-token", env.SEALER_TEST_TOKEN_C, "certificate", "unauthenticated"]) assert.ok(!got.body.includes(secret), `${got.body} says ${secret}`);
+      assert.deepEqual(ran, []);
+      assert.equal(seen.length, 1, `${why}: reported once`);
+      assert.equal(seen[0][0].why, why);
+    }
+    const { ran, post } = mcpServer(codec(good));
+    const paid = await post(retry);
+    assert.equal(paid.message.result?.content?.[0]?.text, "Paid 42", paid.body);
+    assert.deepEqual(ran, ["pay"]);
   });
 }

@@ -40,6 +40,12 @@
 // the request and the answer, records the answer sent for a state that
 // open consumed, or answers a retry of it with the answer recorded before,
 // under the retry's id, without the SDK running the handler.
+//
+// The SDK answers whatever verify throws with its frozen -32602. For an
+// open of the state the client sent that failed for the sealer's sake (it
+// could not answer, or the way to it is wrong) or came too early,
+// states.fetch answers a -32603 of its own instead (failures.ts), so that
+// the MCP client tells an outage from a refused state.
 import { createHash } from "node:crypto";
 import type { InputRequests, InputRequiredResult, RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
 import { inputKeys } from "./client.js";
@@ -47,9 +53,13 @@ import type { Flow, FlowRequest, Opened, SealerClient } from "./client.js";
 import { salientParams } from "./digest.js";
 import { Reason } from "./gen/sealer/v1/sealer_pb.js";
 import { SealerError } from "./errors.js";
-import { answerOf, IN_PROGRESS_ERROR, jsonResponse, NO_ANSWER, recordAnswer } from "./outcomes.js";
+import { openFailure, SealFailed } from "./failures.js";
+import type { AnswerError } from "./failures.js";
+import { answerOf, answerThrough, NO_ANSWER } from "./outcomes.js";
 
 export { answerOf, IN_PROGRESS_ERROR, outcomeOf } from "./outcomes.js";
+export { SEALER_MISCONFIGURED, SEALER_MISCONFIGURED_ERROR, SEALER_UNAVAILABLE, SEALER_UNAVAILABLE_ERROR, SealFailed } from "./failures.js";
+export type { AnswerError } from "./failures.js";
 
 /**
  * The prefix of the principals the codec gives itself (ANONYMOUS): a
@@ -173,27 +183,9 @@ export interface SealedRequestStateOptions {
 /** What a sealer call of the codec was, for onError: a seal (mint), an open (verify), or the record of an answer (states.fetch). */
 export type Op = "seal" | "open" | "record";
 
-/**
- * What the MCP client sees when a seal fails (the message of the error
- * mint throws, which McpServer turns into the tool's isError text): never
- * the sealer's address, message or credentials. The SealerError is its
- * cause, and went to onError.
- */
-export const SEALER_UNAVAILABLE = "requestState sealer unavailable";
-/** See SEALER_UNAVAILABLE: the way to the sealer is wrong (credentials, TLS, address). */
-export const SEALER_MISCONFIGURED = "requestState sealer misconfigured";
-
-/** The error mint throws for a sealer failure: a bare message, the SealerError as cause. */
-export class SealFailed extends Error {
-  override name = "SealFailed";
-  constructor(readonly sealerError: SealerError) {
-    super(sealerError.unavailable ? SEALER_UNAVAILABLE : SEALER_MISCONFIGURED, { cause: sealerError });
-  }
-}
-
 /** The default onError: one line on the server's console. */
 export function logSealerError(err: SealerError, info: { op: Op; method: string }): void {
-  const kind = err.rejected
+  const kind = err.rejected || (info.op === "open" && err.reason === Reason.INVALID_ARGUMENT)
     ? "refused"
     : err.reason === Reason.IN_PROGRESS
       ? "still in progress"
@@ -258,13 +250,13 @@ const BATCH = Symbol("batch");
 const bodies = new WeakMap<Request, unknown>();
 
 // What states.fetch does with the answer to a request whose state verify
-// opened with record_outcome: record it (the open consumed the state),
-// replace it with the recorded one (a retry of a state consumed before),
-// or with IN_PROGRESS_ERROR.
+// opened: record it (a recording open consumed the state), replace it with
+// the recorded one (a retry of a state consumed before), or with a
+// JSON-RPC error of the codec's own (the open failed: openFailure).
 type Answer =
   | { kind: "record"; requestState: string; method: string }
   | { kind: "replay"; data: Uint8Array; method: string }
-  | { kind: "in_progress" };
+  | { kind: "error"; error: AnswerError };
 
 /**
  * The error verify throws for a retry answered with its recorded outcome,
@@ -388,10 +380,11 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       const principal = who(ctx);
       const req = ctx.http!.req!;
       const method = ctx.mcpReq.method;
-      // Only the state the client sent is recorded: the SDK's legacy shim
-      // also verifies states it minted within one request, whose answers
-      // never reach a client.
-      const record = recordOutcomes && request.params.requestState === state;
+      // Only the state the client sent is recorded, or answered otherwise
+      // than the SDK does: the SDK's legacy shim also verifies states it
+      // minted within one request, whose answers never reach a client.
+      const sent = request.params.requestState === state;
+      const record = recordOutcomes && sent;
       let o: Opened;
       try {
         o = await retrying((call) =>
@@ -403,10 +396,12 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       } catch (err) {
         // The SDK answers any throw here -32602 "Invalid or expired
         // requestState", its message frozen: the reason goes to onError.
-        // states.fetch answers IN_PROGRESS_ERROR instead for a retry that
-        // came too early: starting over would not undo the first run.
+        // states.fetch answers instead a -32603 that says the sealer
+        // failed (starting over would not help) or, for a retry that came
+        // too early, IN_PROGRESS_ERROR (it would not undo the first run).
         report(err, "open", method);
-        if (record && err instanceof SealerError && err.reason === Reason.IN_PROGRESS) answers.set(req, { kind: "in_progress" });
+        const error = sent ? openFailure(err, record) : undefined;
+        if (error !== undefined) answers.set(req, { kind: "error", error });
         throw err;
       }
       if (record && o.outcome !== undefined) {
@@ -437,29 +432,36 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
           report(err instanceof SealerError ? err : new SealerError(Reason.UNSPECIFIED, "sealer: record failed", undefined, { cause: err }), "record", a.method);
         });
       };
-      const answered = async (request: Request, body: unknown, response: Response): Promise<Response> => {
+      // What goes out in place of the answer to the message of request
+      // (undefined: the answer as the SDK wrote it), from what verify set.
+      const instead = (request: Request, id: string | number, outcome: Uint8Array): string | undefined => {
         const a = answers.get(request);
-        if (a === undefined) return response;
+        if (a === undefined) return undefined;
         answers.delete(request);
-        const id = (body as { id: string | number }).id;
         switch (a.kind) {
-          case "in_progress":
-            await response.body?.cancel();
-            return jsonResponse({ jsonrpc: "2.0", id, error: IN_PROGRESS_ERROR });
-          case "replay": {
-            const text = answerOf(a.data, id);
-            if (text === undefined) {
-              // Recorded by something else than an adapter: keep the SDK's
-              // -32602, the state refused.
-              report(new SealerError(Reason.UNSPECIFIED, "sealer: the recorded outcome is not a JSON-RPC answer"), "open", a.method);
-              return response;
-            }
-            await response.body?.cancel();
-            return jsonResponse(text);
-          }
           case "record":
-            return recordAnswer(response, id, (outcome) => keep(a, outcome));
+            keep(a, outcome);
+            return undefined;
+          case "error":
+            return outcome === NO_ANSWER ? undefined : JSON.stringify({ jsonrpc: "2.0", id, error: a.error });
+          case "replay": {
+            if (outcome === NO_ANSWER) return undefined;
+            const text = answerOf(a.data, id);
+            // Recorded by something else than an adapter: keep the SDK's
+            // -32602, the state refused.
+            if (text === undefined) report(new SealerError(Reason.UNSPECIFIED, "sealer: the recorded outcome is not a JSON-RPC answer"), "open", a.method);
+            return text;
+          }
         }
+      };
+      const answered = (request: Request, body: unknown, response: Response): Response | Promise<Response> => {
+        const message = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as { id?: unknown; params?: { requestState?: unknown } }) : undefined;
+        // An event stream may go out before verify has run (the SDK's
+        // responseMode "sse"): its answer is looked at as it passes.
+        const pending = typeof message?.params?.requestState === "string" && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
+        if (message === undefined || !(answers.has(request) || pending)) return response;
+        const id = message.id as string | number;
+        return answerThrough(response, id, (outcome) => instead(request, id, outcome));
       };
       return async (request, options) => {
         if (request.method !== "POST") return handler(request, options);

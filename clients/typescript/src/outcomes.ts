@@ -1,7 +1,7 @@
 // Recorded outcomes in MCP terms (README, "Recorded outcomes"): the bytes
 // every adapter records for the answer it sent, the answer a retry gets
 // from them, and how states.fetch finds the answer in a response, JSON or
-// an event stream, without holding it up.
+// an event stream, without holding it up, and sends another in its place.
 
 /**
  * The JSON-RPC error a retry gets when the answer to its state is not
@@ -81,12 +81,14 @@ function responseIn(json: string, id: unknown): { result?: unknown; error?: unkn
 }
 
 /**
- * Hands response on unchanged and gives onAnswer the outcome of the answer
- * to id in it (NO_ANSWER when it holds none): at once for a JSON body, as
- * the answer passes for an event stream, whose other events go on as they
- * come.
+ * Hands response on and gives onAnswer the outcome of the answer to id in
+ * it (NO_ANSWER when it holds none) as that answer passes: at once for a
+ * JSON body; for an event stream, when its event comes (the SDK may send
+ * the stream before the answer is decided), the events before it passed
+ * on as each is complete, those after it as they come. A JSON-RPC message
+ * (text) that onAnswer returns goes out in place of the answer.
  */
-export async function recordAnswer(response: Response, id: unknown, onAnswer: (outcome: Uint8Array) => void): Promise<Response> {
+export async function answerThrough(response: Response, id: unknown, onAnswer: (outcome: Uint8Array) => string | undefined): Promise<Response> {
   const type = response.headers.get("content-type") ?? "";
   if (response.body === null || !(type.startsWith("application/json") || type.startsWith("text/event-stream"))) {
     onAnswer(NO_ANSWER);
@@ -102,56 +104,75 @@ export async function recordAnswer(response: Response, id: unknown, onAnswer: (o
       throw err;
     }
     const r = responseIn(text, id);
-    onAnswer(r === undefined ? NO_ANSWER : outcomeOf(r));
-    return new Response(text, init);
+    const instead = onAnswer(r === undefined ? NO_ANSWER : outcomeOf(r));
+    return instead === undefined ? new Response(text, init) : jsonResponse(instead);
   }
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
   let pending = "";
   let done = false;
-  const finish = (outcome: Uint8Array) => {
-    if (done) return;
+  const finish = (outcome: Uint8Array): string | undefined => {
+    if (done) return undefined;
     done = true;
-    pending = "";
-    onAnswer(outcome);
+    return onAnswer(outcome);
   };
-  // Each complete event: its data lines joined, looked at for the answer.
-  const scan = () => {
-    for (;;) {
-      const end = done ? -1 : pending.search(/\r?\n\r?\n/);
-      if (end < 0) break;
-      const event = pending.slice(0, end);
-      pending = pending.slice(end).replace(/^\r?\n\r?\n/, "");
-      const data = event
-        .split(/\r?\n/)
-        .filter((l) => l.startsWith("data:"))
-        .map((l) => l.slice(l.startsWith("data: ") ? 6 : 5))
-        .join("\n");
-      const r = data === "" ? undefined : responseIn(data, id);
-      if (r !== undefined) finish(outcomeOf(r));
+  // An event as it goes out: the answer's data replaced by what onAnswer returns.
+  const eventOut = (event: string): string => {
+    const lines = event.split(/\r?\n/);
+    const data = lines
+      .filter((l) => l.startsWith("data:"))
+      .map((l) => l.slice(l.startsWith("data: ") ? 6 : 5))
+      .join("\n");
+    const r = data === "" ? undefined : responseIn(data, id);
+    const instead = r === undefined ? undefined : finish(outcomeOf(r));
+    if (instead === undefined) return event;
+    const kept = lines.filter((l) => !l.startsWith("data:"));
+    return [...kept, ...instead.split(/\r\n|\r|\n/).map((l) => `data: ${l}`)].join("\n");
+  };
+  // The complete events of pending as they go out; the incomplete one
+  // stays, unless the answer has passed or it is too long to scan.
+  const scan = (): string => {
+    let out = "";
+    while (!done) {
+      const m = /\r?\n\r?\n/.exec(pending);
+      if (m === null) break;
+      out += eventOut(pending.slice(0, m.index)) + m[0];
+      pending = pending.slice(m.index + m[0].length);
     }
-    if (pending.length > MAX_SCANNED) finish(NO_ANSWER);
+    if (!done && pending.length > MAX_SCANNED) finish(NO_ANSWER);
+    if (done) {
+      out += pending;
+      pending = "";
+    }
+    return out;
   };
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      let chunk;
-      try {
-        chunk = await reader.read();
-      } catch (err) {
-        finish(NO_ANSWER);
-        controller.error(err);
-        return;
-      }
-      if (chunk.done) {
-        finish(NO_ANSWER);
-        controller.close();
-        return;
-      }
-      if (!done) {
+      for (;;) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          finish(NO_ANSWER);
+          controller.error(err);
+          return;
+        }
+        if (chunk.done) {
+          finish(NO_ANSWER);
+          const rest = pending + decoder.decode();
+          pending = "";
+          if (rest !== "") controller.enqueue(encoder.encode(rest));
+          controller.close();
+          return;
+        }
         pending += decoder.decode(chunk.value, { stream: true });
-        scan();
+        const out = scan();
+        if (out !== "") {
+          controller.enqueue(encoder.encode(out));
+          return;
+        }
       }
-      controller.enqueue(chunk.value);
     },
     cancel(reason) {
       finish(NO_ANSWER);

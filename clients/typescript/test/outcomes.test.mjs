@@ -363,3 +363,46 @@ test("through the SDK: a first round (no state) opens nothing and records nothin
   assert.deepEqual(ran, [42]);
   assert.deepEqual(sealer.calls, []);
 });
+
+// With responseMode "sse" the SDK sends the event stream before the
+// handler, so before verify has its answer from the sealer: states.fetch
+// decides when the answer passes, not when the stream starts.
+test("through the SDK (sse): an open answered after the stream went out is recorded, replayed, or in_progress", async () => {
+  const later = (sealer) => ({ ...sealer, open: async (req) => (await new Promise((r) => setTimeout(r, 20)), sealer.open(req)) });
+  const recording = fake({ open: () => opened({ recording: true }) });
+  const first = serve(sealedRequestState({ sealer: later(recording), anonymous: true }), { responseMode: "sse" });
+  const sent = messageOf((await first.post(21, retry)).text);
+  assert.equal(sent.result.content[0].text, "Paid 42 (payment 1)");
+  assert.equal(text((await recording.recordedOnce).outcome), JSON.stringify({ result: sent.result }));
+
+  const recorded = utf8('{"result":{"content":[{"type":"text","text":"Paid 42 (payment 1)"}]}}');
+  const again = serve(sealedRequestState({ sealer: later(fake({ open: () => opened({ payload: new Uint8Array(), outcome: { data: recorded, recordedAt: at } }) })), anonymous: true }), { responseMode: "sse" });
+  const replayed = await again.post("retry-3", retry);
+  assert.match(replayed.type, /text\/event-stream/);
+  assert.deepEqual(messageOf(replayed.text), { jsonrpc: "2.0", id: "retry-3", result: { content: [{ type: "text", text: "Paid 42 (payment 1)" }] } });
+  assert.deepEqual(again.ran, []);
+
+  const early = fake({ open: () => new SealerError(Reason.IN_PROGRESS, "sealer: ledger: outcome not recorded yet", 409) });
+  const waiting = serve(sealedRequestState({ sealer: later(early), anonymous: true, retry: { attempts: 1 }, onError: () => {} }), { responseMode: "sse" });
+  assert.deepEqual(messageOf((await waiting.post(22, retry)).text), { jsonrpc: "2.0", id: 22, error: IN_PROGRESS_ERROR });
+  assert.deepEqual(waiting.ran, []);
+});
+
+test("answerThrough: events before the answer pass as each is complete, the answer is replaced in place, the rest passes", async () => {
+  const { answerThrough } = await import("../dist/outcomes.js");
+  const note = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"note":"é"}}\n\n';
+  const answer = 'event: message\nid: 7\ndata: {"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid or expired requestState"}}\n\n';
+  const after = ": keep-alive\n\n";
+  const bytes = utf8(note + answer + after);
+  // Cut inside the é of the first event and inside the answer's data.
+  const cuts = [bytes.indexOf(0xc3) + 1, note.length + 40, bytes.length - 3];
+  const chunks = [0, ...cuts].map((c, i, all) => bytes.slice(c, all[i + 1]));
+  const seen = [];
+  const res = await answerThrough(
+    new Response(new ReadableStream({ pull: (c) => (chunks.length ? c.enqueue(chunks.shift()) : c.close()) }), { headers: { "content-type": "text/event-stream" } }),
+    5,
+    (outcome) => (seen.push(text(outcome)), '{"jsonrpc":"2.0","id":5,\n"result":{}}'),
+  );
+  assert.equal(await res.text(), note + 'event: message\nid: 7\ndata: {"jsonrpc":"2.0","id":5,\ndata: "result":{}}\n\n' + after);
+  assert.deepEqual(seen, ['{"error":{"code":-32602,"message":"Invalid or expired requestState"}}']);
+});
