@@ -13,10 +13,13 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
-// refusalLine is a sealer's log line for a call it refused, with its reason.
-var refusalLine = regexp.MustCompile(`(?m)^.*"msg":"call failed".*"reason":"([A-Z_]+)".*$`)
+// refusalLine is a sealer's log line for an Open it refused, with its
+// reason. Records are left out: one that comes after the client moved on
+// to the next round is refused (ALREADY_CONSUMED) without the client
+// seeing it.
+var refusalLine = regexp.MustCompile(`(?m)^.*"msg":"call failed".*"method":"/sealer\.v1\.Sealer/Open".*"reason":"([A-Z_]+)".*$`)
 
-// refusals counts the calls a sealer refused, by reason, from its log.
+// refusals counts the Opens a sealer refused, by reason, from its log.
 func refusals(s *proc) map[string]int {
 	got := map[string]int{}
 	for _, m := range refusalLine.FindAllStringSubmatch(s.logs.String(), -1) {
