@@ -9,6 +9,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
@@ -210,6 +211,36 @@ async def test_mutual_tls_and_bearer_tokens() -> None:
                 # A server name the certificate holds, though the address is an IP.
                 async with make(url, tls=TLS(ca=ca, server_name="sealer.test"), token=token) as named:
                     await named.seal(principal="alice", request=WEATHER)
+
+
+async def test_tls_pem_as_path_str_or_bytes() -> None:
+    """Issue 42: TLS(ca=...) took only bytes; a PEM str or a path failed, with
+    another exception per transport (before the fix: TypeError from gRPC's
+    credentials, AttributeError from REST's ``.decode``). Each form of ca,
+    cert and key, over both transports, against the real sealer over mutual
+    TLS: a seal and its open complete."""
+    with tempfile.TemporaryDirectory() as d:
+        f, pem = _pki(d)
+        tenants = os.path.join(d, "tenants.yaml")
+        _write(tenants, 'tenants:\n  weather:\n    mtls:\n      uris: ["spiffe://test/mcp/weather"]\n')
+        forms: dict[str, Callable[[str], object]] = {
+            "bytes": lambda n: pem[n],
+            "PEM str": lambda n: pem[n].decode(),
+            "path": lambda n: Path(f[n]),
+            "str path": lambda n: f[n],
+        }
+        problems = []
+        with sealer("--tls-cert", f["server.pem"], "--tls-key", f["server-key.pem"], "--tls-client-ca", f["ca.pem"], "--tenants", tenants) as s:
+            for form, as_form in forms.items():
+                for make, addr in ((grpc_client, s.grpc), (rest_client, s.http)):
+                    try:
+                        tls = TLS(ca=as_form("ca.pem"), cert=as_form("client.pem"), key=as_form("client-key.pem"))  # type: ignore[arg-type]
+                        async with make(f"https://{addr}", tls=tls) as c:
+                            sealed = await c.seal(principal="alice", request=WEATHER)
+                            await c.open(sealed.request_state, principal="alice", request=WEATHER)
+                    except Exception as e:
+                        problems.append(f"{make.__name__}, TLS(ca=, cert=, key=) as {form}: {type(e).__name__}: {e}")
+        assert not problems, "\n".join(problems)
 
 
 def _write(path: str, text: str) -> None:
