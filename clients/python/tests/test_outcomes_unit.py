@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError, answers, rest_client
 from mcp_sealer._grpc import from_grpc
-from mcp_sealer._rest import from_rest
+from mcp_sealer._rest import _grpc_timeout, from_rest
 from mcp_sealer.client import LoopBound, opened_of, recorded_of
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
 from mcp_sealer.mcp import REQUEST_IN_PROGRESS, SealedRequestState
@@ -355,11 +355,13 @@ async def test_rest_record_and_open_on_the_wire() -> None:
     client._http = LoopBound(lambda: httpx.AsyncClient(base_url="http://127.0.0.1:7080", transport=httpx.MockTransport(answer)))
     async with client:
         recorded = await client.record(STATE, b"\x00\xff outcome", timeout=2.5)
-        opened = await client.open(STATE, principal="alice", request=b"\x00" * 32, record_outcome=True, timeout=0.0004)
+        opened = await client.open(STATE, principal="alice", request=b"\x00" * 32, record_outcome=True, timeout=3)
     assert recorded.kept_until == dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
     assert opened.recording
     record, open_ = seen
     assert json.loads(record.content) == {"requestState": STATE, "outcome": base64.b64encode(b"\x00\xff outcome").decode()}
     assert json.loads(open_.content)["recordOutcome"] is True
     # The deadline goes along, as gRPC sends it: the gateway bounds its wait by it.
-    assert (record.headers["grpc-timeout"], open_.headers["grpc-timeout"]) == ("2500m", "1m")
+    assert (record.headers["grpc-timeout"], open_.headers["grpc-timeout"]) == ("2500m", "3000m")
+    # Below a millisecond it rounds up: a deadline the gateway can keep.
+    assert _grpc_timeout(0.0004) == "1m"

@@ -61,8 +61,10 @@ async def test_client_records_and_a_retry_gets_the_outcome(client: SealerClient)
     state = sealed.request_state
     first = await client.open(state, principal="alice", request=request, record_outcome=True)
     assert first.recording and first.outcome is None and first.payload == b"step 2"
-    # Nothing recorded yet: a retry waits for it within its deadline, in vain.
-    e = await refused(Reason.IN_PROGRESS, client.open(state, principal="alice", request=request, record_outcome=True, timeout=0.5))
+    # Nothing recorded yet: a retry waits for it within its deadline, in vain
+    # (5 s: the sealer answers with a tenth of it left, time enough for the
+    # answer to arrive on a loaded machine).
+    e = await refused(Reason.IN_PROGRESS, client.open(state, principal="alice", request=request, record_outcome=True, timeout=5))
     assert e.retryable and e.code in (10, 409), repr(e)  # gRPC ABORTED, HTTP 409
     kept = await client.record(state, b'{"result":{"paid":true}}')
     assert kept.kept_until > dt.datetime.now(dt.timezone.utc)
