@@ -241,6 +241,10 @@ func (g grpcAPI) call(t *testing.T, method, body string) (map[string]any, string
 		req := &sealerv1.OpenRequest{}
 		mustUnmarshal(t, body, req)
 		resp, err = g.client.Open(ctx, req)
+	case "record":
+		req := &sealerv1.RecordRequest{}
+		mustUnmarshal(t, body, req)
+		resp, err = g.client.Record(ctx, req)
 	default:
 		t.Fatalf("unknown method %s", method)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -44,11 +45,12 @@ func labelDomains() []string {
 	slices.Sort(reasons)
 	return []string{
 		"-values", "reason=" + strings.Join(reasons, ","),
-		"-values", "method=Seal,Open",
+		"-values", "method=Seal,Open,Record",
 		"-values", "service=sealer.v1.Sealer",
 		"-values", "transport=grpc,rest",
 		"-values", "what=tenants,tls",
-		"-values", "result=ok,error",
+		// sealer_reloads_total's results, then sealer_outcomes_total's.
+		"-values", "result=ok,error,recorded,none,too_large,refused,record_failed,replayed,in_progress,unreadable",
 	}
 }
 
@@ -91,6 +93,12 @@ func TestMonitoring_EveryExpressionNamesLiveSeries(t *testing.T) {
 		expectReason(t, a, "open", openBody(once, "bob", weatherParams), "PRINCIPAL_MISMATCH")
 		expectReason(t, a, "open", openBody(once, "alice", weatherParams), "OK")
 		expectReason(t, a, "open", openBody(once, "alice", weatherParams), "ALREADY_CONSUMED")
+		// A recorded outcome and its replay (sealer_outcomes_total).
+		recorded := mustSeal(t, a, sealBody("alice", weatherParams, name, `,"oneTime":true`))
+		withRecord := strings.Replace(openBody(recorded, "alice", weatherParams), `{"requestState"`, `{"recordOutcome":true,"requestState"`, 1)
+		expectReason(t, a, "open", withRecord, "OK")
+		expectReason(t, a, "record", fmt.Sprintf(`{"requestState":%q,"outcome":"e30="}`, recorded), "OK")
+		expectReason(t, a, "open", withRecord, "OK")
 	}
 	for _, a := range p.callersOf(t, s, nil, "not-a-token") {
 		expectReason(t, a, "seal", sealBody("alice", weatherParams, "x", ""), "UNAUTHENTICATED")
