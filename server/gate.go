@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,21 +41,26 @@ func (s *service) tap(ctx context.Context, info *tap.Info) (context.Context, err
 // body, at most concurrent requests at a time (refused at once beyond, before
 // authentication).
 func (s *service) gateHTTP(next http.Handler, concurrent int, writeErr func(http.ResponseWriter, *http.Request, error)) http.Handler {
-	slots := make(chan struct{}, concurrent)
+	inFlight := make(chan struct{}, concurrent)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
+		case inFlight <- struct{}{}:
 		default:
 			writeErr(w, r, errBusy(concurrent))
 			return
 		}
+		ctx, release := hold(r.Context(), func() { <-inFlight })
+		defer release()
 		t, err := s.auth.fromHTTP(r)
 		if err != nil {
 			writeErr(w, r, s.refuse("rest", err))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, t)))
+		// No call runs past the time its answer may still be written (a
+		// shorter Grpc-Timeout header still applies).
+		ctx, cancel := context.WithTimeout(ctx, httpWriteTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tenantKey{}, t)))
 	})
 }
 
@@ -97,6 +103,47 @@ func (s *service) grpcAuthenticate(ctx context.Context) (*tenant, error) {
 // sealerMethods prefixes the methods the interceptor guards.
 var sealerMethods = "/" + sealerv1.Sealer_ServiceDesc.ServiceName + "/"
 
+// slotsKey holds, in a call's context, the *slots its gates took for it.
+type slotsKey struct{}
+
+// slots are the in-flight slots one call holds (the REST door's, the
+// server's, the tenant's), each given back once: when the call ends, or
+// sooner, when it parks to wait for something that costs the sealer
+// nothing (see park).
+type slots struct {
+	mu    sync.Mutex
+	frees []func()
+}
+
+// hold records in ctx a slot its call took, and returns the function that
+// gives it back, at most once however often it is called.
+func hold(ctx context.Context, free func()) (context.Context, func()) {
+	free = sync.OnceFunc(free)
+	held, ok := ctx.Value(slotsKey{}).(*slots)
+	if !ok {
+		held = &slots{}
+		ctx = context.WithValue(ctx, slotsKey{}, held)
+	}
+	held.mu.Lock()
+	held.frees = append(held.frees, free)
+	held.mu.Unlock()
+	return ctx, free
+}
+
+// freeSlots gives back every slot the call of ctx holds.
+func freeSlots(ctx context.Context) {
+	held, ok := ctx.Value(slotsKey{}).(*slots)
+	if !ok {
+		return
+	}
+	held.mu.Lock()
+	frees := held.frees
+	held.mu.Unlock()
+	for _, free := range frees {
+		free()
+	}
+}
+
 // unary is the gRPC door's interceptor: the caller was authenticated by the
 // tap before its message was read (a server built without the tap
 // authenticates here), then the call passes the gate.
@@ -123,9 +170,17 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 	var resp any
 	err := s.admit()
 	if err == nil {
-		defer s.release()
-		var leave func()
-		if leave, err = t.limiter.enter(); err == nil {
+		var release func()
+		ctx, release = hold(ctx, s.release)
+		defer release()
+		leave := func() {}
+		// Record finishes an open the tenant's limits admitted: refusing
+		// it would leave that open's retries waiting for nothing.
+		if method != recordMethod {
+			leave, err = t.limiter.enter()
+		}
+		if err == nil {
+			ctx, leave = hold(ctx, leave)
 			resp, err = handler(ctx, req)
 			leave()
 		}

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"log/slog"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -360,5 +362,25 @@ func TestConsume_PayloadZeroedWhenTheLedgerRefuses(t *testing.T) {
 				t.Fatalf("payload after a refused consume: %q, want zeroes", payload)
 			}
 		})
+	}
+}
+
+func TestGateHTTP_ACallEndsBeforeItsAnswerCanNoLongerBeWritten(t *testing.T) {
+	s := testService(t, nil)
+	var deadline time.Time
+	var held int
+	h := s.gateHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ok bool
+		if deadline, ok = r.Context().Deadline(); !ok {
+			t.Error("a REST call runs with no deadline")
+		}
+		held = len(r.Context().Value(slotsKey{}).(*slots).frees)
+	}), 1, func(w http.ResponseWriter, r *http.Request, err error) { t.Errorf("refused: %v", err) })
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/open", nil))
+	if end := time.Now(); deadline.After(end.Add(httpWriteTimeout)) {
+		t.Errorf("deadline %v after the call, past the write timeout %v", deadline.Sub(end), httpWriteTimeout)
+	}
+	if held != 1 {
+		t.Errorf("the call holds %d slots, want the REST door's one", held)
 	}
 }

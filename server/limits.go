@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 
 	"golang.org/x/time/rate"
@@ -22,15 +23,21 @@ var errExhausted = reasons.ErrResourceExhausted
 // hangs.
 const demandWaiters = 4
 
+// outcomeWaiters bounds the retries of one tenant that wait at once for a
+// recorded outcome (see park); past it a retry is answered IN_PROGRESS at
+// once.
+const outcomeWaiters = 64
+
 // limiter enforces one tenant's rate and concurrency limits.
 type limiter struct {
 	rate   *rate.Limiter // nil: unlimited
 	sem    chan struct{} // nil: unlimited
 	demand chan struct{} // calls waiting for an on-demand key refresh
+	parked chan struct{} // retries waiting for a recorded outcome
 }
 
 func newLimiter(t *tenant) *limiter {
-	l := &limiter{demand: make(chan struct{}, demandWaiters)}
+	l := &limiter{demand: make(chan struct{}, demandWaiters), parked: make(chan struct{}, outcomeWaiters)}
 	if t.ratePerSecond > 0 {
 		l.rate = rate.NewLimiter(rate.Limit(t.ratePerSecond), t.burst)
 	}
@@ -67,6 +74,21 @@ func (l *limiter) enterDemand() (leave func(), ok bool) {
 	select {
 	case l.demand <- struct{}{}:
 		return func() { <-l.demand }, true
+	default:
+		return nil, false
+	}
+}
+
+// park moves the call of ctx from the slots it holds to one of the tenant's
+// outcomeWaiters, for a wait that costs the sealer a timer and a ledger read
+// now and then: a retry waiting for a slow handler holds no slot that Seal,
+// Open or the Record it waits for needs. ok is false when the tenant has
+// outcomeWaiters waiting already.
+func (l *limiter) park(ctx context.Context) (leave func(), ok bool) {
+	select {
+	case l.parked <- struct{}{}:
+		freeSlots(ctx)
+		return func() { <-l.parked }, true
 	default:
 		return nil, false
 	}

@@ -68,8 +68,9 @@ const (
 
 // replay answers a retry of o, which a recording open consumed before, with
 // the outcome recorded for it. While the ledger says it is pending (the
-// first open's handler may still run) it reads again, until the caller's
-// deadline is near: then IN_PROGRESS. An outcome that does not open for o
+// first open's handler may still run) it reads again, parked (it holds no
+// in-flight slot meanwhile), until the caller's deadline is near: then
+// IN_PROGRESS. An outcome that does not open for o
 // (another state of the same round of a flow recorded it) is
 // ALREADY_CONSUMED, as is a state consumed with no outcome to give.
 func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sealerv1.OpenResponse, error) {
@@ -117,6 +118,13 @@ func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sea
 		}
 		if time.Now().Add(pause).After(last) {
 			return nil, ledger.ErrPending
+		}
+		if pause == replayPollFirst {
+			leave, ok := t.limiter.park(ctx)
+			if !ok {
+				return nil, ledger.ErrPending
+			}
+			defer leave()
 		}
 		select {
 		case <-ctx.Done():

@@ -108,6 +108,48 @@ func TestOutcomes_R6_ARetryWhileTheHandlerRunsIsInProgress(t *testing.T) {
 	}
 }
 
+func TestOutcomes_R1_AWaitingRetryHoldsNoSlot(t *testing.T) {
+	s := outcomeService(t)
+	// One call at a time, for the server and for the tenant.
+	s.inFlight = make(chan struct{}, 1)
+	tn := s.auth.tenants.Load().implicit
+	tn.maxConcurrent = 1
+	tn.limiter = newLimiter(tn)
+	state := sealPayment(t, s)
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
+		t.Fatal(r)
+	}
+	retried := make(chan string, outcomeWaiters)
+	for range outcomeWaiters {
+		go func() {
+			resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
+			retried <- r + " " + string(resp.GetOutcome().GetData())
+		}()
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(tn.limiter.parked) < outcomeWaiters; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d retries parked after 30s", len(tn.limiter.parked), outcomeWaiters)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Every waiter parked: the slots are free for other work.
+	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "IN_PROGRESS" {
+		t.Errorf("a retry past the tenant's waiters: got %s, want IN_PROGRESS at once", r)
+	}
+	sealPayment(t, s)
+	if r := record(s, state, []byte("paid")); r != "OK" {
+		t.Fatalf("record while %d retries wait: %s", outcomeWaiters, r)
+	}
+	for range outcomeWaiters {
+		if got := <-retried; got != "OK paid" {
+			t.Errorf("waiting retry: got %q, want OK paid", got)
+		}
+	}
+	if len(s.inFlight) != 0 || len(tn.limiter.sem) != 0 || len(tn.limiter.parked) != 0 {
+		t.Errorf("slots held after every call ended: server %d, tenant %d, parked %d", len(s.inFlight), len(tn.limiter.sem), len(tn.limiter.parked))
+	}
+}
+
 func TestOutcomes_R6_NoOutcomeInTheWaitIsAlreadyConsumed(t *testing.T) {
 	s := outcomeService(t)
 	s.cfg.OutcomeWait = 200 * time.Millisecond

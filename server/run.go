@@ -301,6 +301,10 @@ func (ls *listeners) close() {
 	}
 }
 
+// httpWriteTimeout bounds how long the HTTP server writes an answer, counted
+// from the end of the request's headers; gateHTTP ends every REST call by it.
+const httpWriteTimeout = 30 * time.Second
+
 // httpServer returns the HTTP server of the gateway, metrics and health.
 func (s *service) httpServer(ctx context.Context, tf *tlsFiles, probes func(*http.ServeMux)) (*http.Server, error) {
 	handler, err := s.httpHandler(ctx, probes)
@@ -311,7 +315,7 @@ func (s *service) httpServer(ctx context.Context, tf *tlsFiles, probes func(*htt
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      httpWriteTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeader,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
