@@ -480,15 +480,22 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 // then get it (Opened.Outcome). The first Record of a state wins; a later
 // one is ledger.ErrConsumed. An outcome over the sealer's limit (64 KiB by
 // default) is ErrInvalidArgument, and retries of the state are then
-// refused; empty, it records that none will come. A failed Record must not
-// change the answer: log it, and answer as planned.
+// refused; empty, it records that none will come. An outcome over
+// sealer.MaxOutcome, which no sealer keeps and which may not even reach one,
+// is recorded as none, and Record returns ErrInvalidArgument after it. A
+// failed Record must not change the answer: log it, and answer as planned.
 func (c *Client) Record(ctx context.Context, state string, outcome []byte) error {
+	var tooLarge error
+	if len(outcome) > sealer.MaxOutcome {
+		tooLarge = fmt.Errorf("%w: outcome of %d bytes over the %d any sealer keeps: recorded as none", ErrInvalidArgument, len(outcome), sealer.MaxOutcome)
+		outcome = nil
+	}
 	guard := new(tokenGuard)
 	_, err := c.rpc.Record(ctx, &sealerv1.RecordRequest{RequestState: state, Outcome: outcome}, grpc.PerRPCCredentials(guard))
 	if err != nil {
 		return guard.errorOf(err)
 	}
-	return nil
+	return tooLarge
 }
 
 // fromStatus maps a status with an ErrorInfo reason to the error that

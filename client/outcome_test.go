@@ -187,3 +187,30 @@ func TestClient_RecordedOutcome(t *testing.T) {
 		}
 	}
 }
+
+// An answer no sealer keeps, too large for the call to reach one, is
+// recorded as none: a retry is refused at once instead of waiting out
+// --outcome-wait.
+func TestClient_RecordOverEverySealersLimitRecordsNone(t *testing.T) {
+	sc := startSealer(t, func(c *server.Config) { c.OutcomeWait = time.Minute })
+	ctx := context.Background()
+	call := ToolCall("pay", []byte(`{"amount":42}`))
+	state, _, err := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, Payload: []byte("p"), TTL: time.Minute, OneTime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := OpenRequest{State: state, Principal: "alice", Request: call, RecordOutcome: true}
+	if _, err := sc.Open(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Record(ctx, state, make([]byte, 3<<20)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Record of 3 MiB: got %v, want ErrInvalidArgument", err)
+	}
+	// A deadline well inside --outcome-wait: a retry that waited for an
+	// outcome would end IN_PROGRESS.
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := sc.Open(short, retry); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("retry: got %v, want ledger.ErrConsumed (none recorded)", err)
+	}
+}

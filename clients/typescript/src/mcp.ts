@@ -91,6 +91,9 @@ export function fromAuthInfo(ctx: ServerContext): string | undefined {
   return `token:${createHash("sha256").update(token).digest("hex")}`;
 }
 
+/** The largest answer any sealer keeps as an outcome: 1 MiB (FORMAT.md, "Recorded outcomes"). */
+export const MAX_OUTCOME = 1 << 20;
+
 /** The largest request body states.fetch reads: 4 MiB, the SDK's own default. */
 export const MAX_REQUEST_BODY = 4 << 20;
 
@@ -427,10 +430,19 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
     fetch(handler) {
       // Records the answer sent for a state a recording open consumed; a
       // failure goes to onError and never holds up the answer.
+      // An answer over MAX_OUTCOME, which no sealer keeps and which may not
+      // even reach one, is recorded as none: its retries are refused at
+      // once instead of waiting out the sealer's --outcome-wait.
       const keep = (a: { requestState: string; method: string }, outcome: Uint8Array): void => {
-        retrying((call) => opts.sealer.record({ requestState: a.requestState, outcome }, call)).catch((err: unknown) => {
-          report(err instanceof SealerError ? err : new SealerError(Reason.UNSPECIFIED, "sealer: record failed", undefined, { cause: err }), "record", a.method);
-        });
+        const tooLarge = outcome.length > MAX_OUTCOME;
+        retrying((call) => opts.sealer.record({ requestState: a.requestState, outcome: tooLarge ? new Uint8Array() : outcome }, call)).then(
+          () => {
+            if (tooLarge) report(new SealerError(Reason.INVALID_ARGUMENT, `sealer: an answer of ${outcome.length} bytes, over the ${MAX_OUTCOME} any sealer keeps: recorded as none`), "record", a.method);
+          },
+          (err: unknown) => {
+            report(err instanceof SealerError ? err : new SealerError(Reason.UNSPECIFIED, "sealer: record failed", undefined, { cause: err }), "record", a.method);
+          },
+        );
       };
       // What goes out in place of the answer to the message of request
       // (undefined: the answer as the SDK wrote it), from what verify set.

@@ -14,7 +14,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { fromConnect, fromRest, grpcClient, parseReason, Reason, restClient, SealerError, toolCall } from "../dist/index.js";
-import { answerOf, IN_PROGRESS_ERROR, logSealerError, outcomeOf, sealedRequestState } from "../dist/mcp.js";
+import { answerOf, IN_PROGRESS_ERROR, logSealerError, MAX_OUTCOME, outcomeOf, sealedRequestState } from "../dist/mcp.js";
 import { OpenResponseSchema, OutcomeSchema, RecordResponseSchema, Sealer } from "../dist/gen/sealer/v1/sealer_pb.js";
 
 const utf8 = (s) => new TextEncoder().encode(s);
@@ -198,7 +198,7 @@ const opened = (extra) => ({ payload: utf8("{}"), issuedAt: at, expiresAt: at, r
 // serve is the official SDK's handler for a server with one tool, pay,
 // behind states.fetch; ran counts the handler's runs. post sends one
 // tools/call of pay on the 2026-07-28 wire with id and extra params.
-function serve(states, { responseMode, errors = [] } = {}) {
+function serve(states, { responseMode, errors = [], pad = 0 } = {}) {
   const ran = [];
   const mcp = createMcpHandler(
     () => {
@@ -206,7 +206,7 @@ function serve(states, { responseMode, errors = [] } = {}) {
       s.server.onerror = (err) => errors.push(err.message);
       s.registerTool("pay", { inputSchema: z.object({ amount: z.number() }) }, async ({ amount }) => {
         ran.push(amount);
-        return { content: [{ type: "text", text: `Paid ${amount} (payment ${ran.length})` }] };
+        return { content: [{ type: "text", text: `Paid ${amount} (payment ${ran.length})${"x".repeat(pad)}` }] };
       });
       return s;
     },
@@ -405,4 +405,20 @@ test("answerThrough: events before the answer pass as each is complete, the answ
   );
   assert.equal(await res.text(), note + 'event: message\nid: 7\ndata: {"jsonrpc":"2.0","id":5,\ndata: "result":{}}\n\n' + after);
   assert.deepEqual(seen, ['{"error":{"code":-32602,"message":"Invalid or expired requestState"}}']);
+});
+
+test("through the SDK: an answer over what any sealer keeps goes out, and is recorded as none", async () => {
+  const sealer = fake({ open: () => opened({ recording: true }) });
+  const seen = [];
+  const states = sealedRequestState({ sealer, anonymous: true, onError: (e, info) => seen.push([e, info]) });
+  const { ran, post } = serve(states, { pad: MAX_OUTCOME });
+  const got = await post(15, retry);
+  assert.deepEqual(ran, [42]);
+  assert.ok(messageOf(got.text).result.content[0].text.length > MAX_OUTCOME, "the answer went out whole");
+  const rec = await sealer.recordedOnce;
+  assert.equal(rec.outcome.length, 0, "recorded as none");
+  for (let i = 0; seen.length === 0 && i < 1000; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0][0].reason, Reason.INVALID_ARGUMENT);
+  assert.deepEqual(seen[0][1], { op: "record", method: "tools/call" });
 });

@@ -8,15 +8,15 @@ import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
-from .client import DEFAULT_TIMEOUT, BaseClient, LoopBound, Token, base_url, token_of
+from .client import DEFAULT_TIMEOUT, MAX_OUTCOME, BaseClient, LoopBound, Token, base_url, token_of
 from .errors import DEADLINE, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
 from .gen.sealer.v1 import sealer_pb2 as pb
 from .gen.sealer.v1 import sealer_pb2_grpc
 from .tls import TLS
 
 _STATUS_DETAILS = "grpc-status-details-bin"
-# The largest reply read from the sealer: a 64 KiB payload and its message fit many times.
-_MAX_REPLY = 1 << 20
+# The largest reply read from the sealer: the largest recorded outcome and its message.
+_MAX_REPLY = 2 * MAX_OUTCOME
 
 
 class GrpcClient(BaseClient):

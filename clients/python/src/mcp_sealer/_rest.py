@@ -15,13 +15,13 @@ import httpx
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from .client import DEFAULT_TIMEOUT, BaseClient, LoopBound, Token, base_url, token_of
+from .client import DEFAULT_TIMEOUT, MAX_OUTCOME, BaseClient, LoopBound, Token, base_url, token_of
 from .errors import DEADLINE, HTTP_STATUS, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
 from .gen.sealer.v1 import sealer_pb2 as pb
 from .tls import TLS
 
-# The largest reply read from the sealer: a 64 KiB payload in base64 and its JSON fit many times.
-_MAX_REPLY = 1 << 20
+# The largest reply read from the sealer: the largest recorded outcome, in base64, and its JSON.
+_MAX_REPLY = 2 * MAX_OUTCOME
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
 M = TypeVar("M", bound=Message)

@@ -23,6 +23,8 @@ from .gen.sealer.v1 import sealer_pb2 as pb
 
 #: The deadline of each call, in seconds, unless the call or the client gives its own.
 DEFAULT_TIMEOUT = 10.0
+# The largest answer any sealer keeps as an outcome: 1 MiB (FORMAT.md, "Recorded outcomes").
+MAX_OUTCOME = 1 << 20
 
 #: A bearer token, or a function (sync or async) that returns one for each call.
 Token = str | Callable[[], str] | Callable[[], Awaitable[str]]
@@ -263,8 +265,13 @@ class BaseClient:
         open with ``record_outcome`` consumed it (``Opened.recording``). The first
         record of a state wins (a later one is ALREADY_CONSUMED); an outcome over
         the sealer's limit (64 KiB by default) is INVALID_ARGUMENT, and retries
-        of the state are then refused; empty bytes record that none will come."""
-        res = await self._record(pb.RecordRequest(request_state=request_state, outcome=bytes(outcome)), timeout)
+        of the state are then refused; empty bytes record that none will come.
+        An outcome over ``MAX_OUTCOME``, which no sealer keeps and which may not
+        even reach one, is recorded as none, then raises INVALID_ARGUMENT."""
+        too_large = len(outcome) > MAX_OUTCOME
+        res = await self._record(pb.RecordRequest(request_state=request_state, outcome=b"" if too_large else bytes(outcome)), timeout)
+        if too_large:
+            raise invalid_argument(f"sealer: an outcome of {len(outcome)} bytes, over the {MAX_OUTCOME} any sealer keeps: recorded as none")
         return recorded_of(res)
 
     async def _seal(self, msg: pb.SealRequest, timeout: float | None) -> pb.SealResponse:
