@@ -105,3 +105,22 @@ func TestReadiness_LedgerRefusedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestLedger_ARedisThatEvictsIsRefused: a Redis whose maxmemory-policy may
+// evict the ledger's keys (here allkeys-lru) would reopen consumed states
+// once it is full: check-config refuses it, and a replica on it is not
+// ready, both naming the policy. The same Redis with noeviction is ready.
+func TestLedger_ARedisThatEvictsIsRefused(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	srv := testredis.Start(t, false, "--maxmemory-policy", "allkeys-lru")
+	out, err := exec.Command(binary, "check-config", "--data-dir", t.TempDir(), "--ledger", srv.URL()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "maxmemory-policy allkeys-lru") {
+		t.Fatalf("check-config: got %v:\n%s\nwant a refusal naming maxmemory-policy allkeys-lru", err, out)
+	}
+	p := start(t, t.TempDir(), "--ledger", srv.URL())
+	waitProbes(t, p, http.StatusServiceUnavailable, "evict")
+	if err := srv.Client(t).ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitProbes(t, p, http.StatusOK, "ready")
+}

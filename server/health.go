@@ -63,7 +63,7 @@ func (r *readiness) current() error {
 
 // evaluate computes the answer now and publishes it to gRPC health.
 func (r *readiness) evaluate(ctx context.Context) {
-	var refused bool
+	var refused error // the ledger's refusal, in fixed words
 	if !r.draining.Load() {
 		pctx, cancel := context.WithTimeout(ctx, readyEvery)
 		err := r.ping(pctx)
@@ -72,7 +72,11 @@ func (r *readiness) evaluate(ctx context.Context) {
 		if err != nil {
 			r.ledgerDown.log(r.log, err)
 		}
-		refused = errors.Is(err, errLedgerRefused)
+		for _, fixed := range []error{errLedgerRefused, errLedgerEvicts} {
+			if errors.Is(err, fixed) {
+				refused = fixed
+			}
+		}
 	}
 	var answer error
 	switch {
@@ -82,8 +86,8 @@ func (r *readiness) evaluate(ctx context.Context) {
 		answer = errNotLoaded
 	case r.clockOff() != nil:
 		answer = r.clockOff()
-	case refused:
-		answer = errLedgerRefused
+	case refused != nil:
+		answer = refused
 	case r.ledgerNeeded && !r.ledgerUp.Load():
 		answer = errLedgerNotReady
 	}

@@ -83,10 +83,15 @@ const (
 // accepted what an open needs since the start.
 var errLedgerRefused = errors.New("ledger refuses this replica (password, TLS or ACL)")
 
+// errLedgerEvicts is readiness's answer while the Redis ledger may evict
+// its keys before they expire.
+var errLedgerEvicts = errors.New("ledger: Redis may evict the ledger's keys")
+
 // probeLedger runs once what the ledger's calls run: TIME (the clock check)
 // and the consume script of a one-time open, and with flows the advance
 // script of a latest-only flow and the scripts of recorded outcomes, each
-// on a fresh key of probeTenant. PING
+// on a fresh key of probeTenant; and, where INFO is allowed, that no primary
+// evicts keys (errLedgerEvicts). PING
 // alone would pass an ACL that lacks the scripts' commands. A refusal (see
 // ledgerRefusal) is wrapped in errLedgerRefused; the error names the call
 // that failed, never a credential.
@@ -94,6 +99,11 @@ func probeLedger(ctx context.Context, r *redis.Ledger, flows bool) error {
 	offset, _, err := r.ClockOffset(ctx)
 	if err != nil {
 		return ledgerProblem("the clock check (TIME)", err)
+	}
+	// INFO may be refused (the least-privilege ACL has no +info) or renamed
+	// (a managed Redis): then the policy is the operator's to check.
+	if policy, err := r.Evicting(ctx); err == nil && policy != "" {
+		return fmt.Errorf("%w (maxmemory-policy %s): an evicted consumed entry opens its state again; set maxmemory-policy noeviction", errLedgerEvicts, policy)
 	}
 	// The deadline is judged on Redis's clock: ours corrected by the offset.
 	until := wallclock.Now().Add(offset + probeLife)

@@ -484,16 +484,48 @@ func (r *Ledger) ClockOffset(ctx context.Context) (offset, margin time.Duration,
 		}
 		return nil
 	}
-	switch c := r.client.(type) {
-	case *goredis.ClusterClient:
-		err = c.ForEachMaster(ctx, measure)
-	case *goredis.Client:
-		err = measure(ctx, c)
-	default:
-		err = fmt.Errorf("redis client %T", r.client)
-	}
-	if err != nil {
+	if err := r.forEachPrimary(ctx, measure); err != nil {
 		return 0, 0, fmt.Errorf("%w: redis: TIME: %v", ledger.ErrUnavailable, err)
 	}
 	return offset, margin, nil
+}
+
+// forEachPrimary calls f with the client of every primary: the one of a
+// single node or Sentinel deployment, each master of a Cluster.
+func (r *Ledger) forEachPrimary(ctx context.Context, f func(context.Context, *goredis.Client) error) error {
+	switch c := r.client.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, f)
+	case *goredis.Client:
+		return f(ctx, c)
+	}
+	return fmt.Errorf("redis client %T", r.client)
+}
+
+// Evicting returns the maxmemory-policy of a primary that may evict the
+// ledger's keys (any policy but noeviction), "" when none may. An evicted
+// consumed entry opens its state again. It reads INFO memory, which the
+// ACL user needs +info for; the error of a refusal says NOPERM.
+func (r *Ledger) Evicting(ctx context.Context) (policy string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var mu sync.Mutex
+	err = r.forEachPrimary(ctx, func(ctx context.Context, c *goredis.Client) error {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(info) {
+			if p, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok && p != "noeviction" {
+				mu.Lock()
+				policy = p
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("redis: INFO memory: %v", err)
+	}
+	return policy, nil
 }

@@ -371,3 +371,22 @@ func TestRedis_OutcomeValues(t *testing.T) {
 		t.Errorf("a value no release writes: got %v, want ErrUnavailable", err)
 	}
 }
+
+// TestRedis_Evicting names a policy that may evict the ledger's keys, and
+// none for noeviction, Redis's default.
+func TestRedis_Evicting(t *testing.T) {
+	srv := testredis.Start(t, false)
+	r := newRedis(t, srv.URL())
+	for _, policy := range []string{"noeviction", "volatile-lru", "allkeys-random", "noeviction"} {
+		if err := srv.Client(t).ConfigSet(context.Background(), "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := policy
+		if policy == "noeviction" {
+			want = ""
+		}
+		if got, err := r.Evicting(context.Background()); err != nil || got != want {
+			t.Errorf("%s: got %q, %v; want %q", policy, got, err, want)
+		}
+	}
+}
