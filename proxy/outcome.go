@@ -20,13 +20,15 @@ import (
 // (Opened.Outcome), under its own id, and the upstream is not called.
 //
 // The outcome is the JSON-RPC response to the call's id as the client got
-// it (its state sealed, or the proxy's error in its place), without jsonrpc
-// and id: {"result":...} or {"error":...}, each value as sent. When the
-// client got no such response from the upstream (an HTTP error status, a
-// body the proxy cannot read, a connection cut, a stream that ended before
-// it), the proxy records none, so that retries are refused at once rather
-// than after the sealer's outcome wait: the upstream may have acted, and
-// only its own answer could say how. Record runs when the exchange ends
+// it (its state sealed), without jsonrpc and id: {"result":...} or
+// {"error":...}, each value as sent. When the client got no such response
+// from the upstream (an HTTP error status, a body the proxy cannot read, a
+// connection cut, a stream that ended before it), or got the proxy's own
+// error in its place (a state the sealer could not seal, a failure that
+// may pass), the proxy records none, so that retries are refused at once
+// rather than after the sealer's outcome wait, and the client starts the
+// request over: the upstream may have acted, and only its own answer could
+// say how. Record runs when the exchange ends
 // (the JSON body sent, or the SSE stream closed), within the request, so
 // that it never holds up the answer and a graceful stop waits for it.
 
@@ -51,6 +53,13 @@ func (x *exchange) keep(status int, data []byte) {
 	}
 	x.answer = outcomeOf(x.call.id, data)
 }
+
+// recordNone records none for x, whatever the exchange sends after: the
+// client gets the proxy's own error.
+func (x *exchange) recordNone() { x.answer = noOutcome }
+
+// noOutcome is the answer recorded as none, not nil so that keep leaves it.
+var noOutcome = []byte{}
 
 // outcomeOf returns {"result":...} or {"error":...} of the JSON-RPC
 // message data when it is a response to id, nil otherwise (a notification,
@@ -120,8 +129,8 @@ func (p *Proxy) record(ctx context.Context, x *exchange) {
 	defer cancel()
 	outcome, result := x.answer, outcomeRecorded
 	switch {
-	case outcome == nil:
-		result = outcomeNone
+	case len(outcome) == 0:
+		outcome, result = nil, outcomeNone
 	case len(outcome) > sealer.MaxOutcome:
 		// More than any sealer keeps: none, so that retries are refused at
 		// once instead of waiting.

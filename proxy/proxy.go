@@ -523,6 +523,7 @@ func (p *Proxy) seal(ctx context.Context, x *exchange, state []byte, asked []str
 func (p *Proxy) failure(x *exchange, err error) []byte {
 	p.log.Warn("state not sealed", "method", x.call.method, "reason", reasonOf(err), "err", errText(err))
 	p.metrics.request(methodLabel(x.call.method), "seal_failed")
+	x.recordNone()
 	return errorResponse(x.call.id, -32603, "the server's requestState could not be sealed", nil)
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcp-sealer/sealer/client"
 )
@@ -57,13 +59,19 @@ func Replay(o *client.Opened) (*mcp.CallToolResult, error) {
 // It returns what failed, for the handler to log: never a reason to change
 // the answer, which goes out as it is (retries of the state are then
 // refused, or wait out the sealer's --outcome-wait). An answer that does not
-// encode records none, so that retries are refused at once. It calls the
-// sealer within 5 seconds, whether or not the request is canceled.
+// encode records none, so that retries are refused at once; so does an err
+// that is the sealer's failure to seal the next round (unavailable, out of
+// time or capacity: a failure that may pass), so that the client starts the
+// request over rather than getting that failure again. It calls the sealer
+// within 5 seconds, whether or not the request is canceled.
 func Record(ctx context.Context, sc *client.Client, o *client.Opened, result *mcp.CallToolResult, err error) error {
 	if o == nil || !o.Recording {
 		return nil
 	}
 	data, encErr := encode(result, err)
+	if sealerFailed(err) {
+		data, encErr = nil, nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if err := sc.Record(ctx, o.State, data); err != nil {
@@ -73,6 +81,23 @@ func Record(ctx context.Context, sc *client.Client, o *client.Opened, result *mc
 		return fmt.Errorf("gosdk: the answer does not encode, none recorded: %v", encErr)
 	}
 	return nil
+}
+
+// sealerFailed reports whether err is a failure of the sealer that may
+// pass (its ledger or keys unavailable, its limits, its deadline, the
+// network): none of the handler's answers. A handler's own gRPC error
+// Unavailable or DeadlineExceeded counts too: its retry is then refused,
+// never answered with that failure.
+func sealerFailed(err error) bool {
+	switch client.Reason(err) {
+	case "LEDGER_UNAVAILABLE", "KEYS_UNAVAILABLE", "RESOURCE_EXHAUSTED":
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // encode returns the outcome of a tool handler's return values, as the

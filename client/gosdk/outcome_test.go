@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/mcp-sealer/sealer/client"
 	"github.com/mcp-sealer/sealer/client/gosdk"
@@ -201,5 +203,33 @@ func TestInProgress(t *testing.T) {
 	e := gosdk.InProgress()
 	if err := json.Unmarshal(e.Data, &data); err != nil || e.Code != jsonrpc.CodeInternalError || data.Reason != "in_progress" {
 		t.Errorf("got %d %q %s, want -32603 with data.reason in_progress", e.Code, e.Message, e.Data)
+	}
+}
+
+// A round whose next state the sealer could not seal (a failure that may
+// pass) records none: the retry is refused at once and the client starts
+// over, rather than getting that failure again.
+func TestRecord_TheSealersFailureRecordsNone(t *testing.T) {
+	sc := dial()
+	defer sc.Close()
+	call := client.ToolCall("pay", json.RawMessage(`{"amount":4}`))
+	o := consumed(t, sc, call)
+	// What Seal returns when the sealer is unreachable: a status, wrapped.
+	unreachable, err := client.Dial("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unreachable.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _, sealErr := unreachable.Seal(ctx, client.SealRequest{Principal: "alice", Request: call, TTL: time.Minute})
+	if sealErr == nil {
+		t.Fatal("a Seal to a closed port succeeded")
+	}
+	if err := gosdk.Record(context.Background(), sc, o, nil, fmt.Errorf("sealing round 2: %w", sealErr)); err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	if _, err := retried(t, sc, call, o); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("the retry: got %v, want ledger.ErrConsumed (none recorded)", err)
 	}
 }

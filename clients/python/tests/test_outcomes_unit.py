@@ -201,6 +201,25 @@ async def test_the_next_rounds_sealed_state_is_what_is_recorded() -> None:
     assert recorded.result == sent and "plaintext step 3" not in sealer.records[0][1].decode()
 
 
+async def test_a_next_round_the_sealer_could_not_seal_records_none() -> None:
+    # The handler ran and asked for more; sealing its state failed, a failure
+    # that may pass: the client gets sealer_unavailable, and a retry of the
+    # state is refused (none recorded) rather than answered that again.
+    sealer = RecordingSealer()
+
+    async def unavailable(**_: Any) -> Sealed:
+        raise SealerError(Reason.LEDGER_UNAVAILABLE, "sealer: ledger unavailable", 14)
+
+    sealer.seal = unavailable  # type: ignore[method-assign]
+    mw = middleware(sealer)
+    asked = {"resultType": "input_required", "inputRequests": {"card": ASK}, "requestState": "plaintext step 3"}
+    with pytest.raises(MCPError) as failed:
+        await mw(retry(), Handler(asked))
+    await mw.flush()
+    assert failed.value.data == {"reason": "sealer_unavailable"}
+    assert sealer.records == [(STATE, b"")]
+
+
 @pytest.mark.parametrize(
     ("raised", "want"),
     [

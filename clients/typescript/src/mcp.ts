@@ -257,7 +257,7 @@ const bodies = new WeakMap<Request, unknown>();
 // the recorded one (a retry of a state consumed before), or with a
 // JSON-RPC error of the codec's own (the open failed: openFailure).
 type Answer =
-  | { kind: "record"; requestState: string; method: string }
+  | { kind: "record"; requestState: string; method: string; none?: boolean }
   | { kind: "replay"; data: Uint8Array; method: string }
   | { kind: "error"; error: AnswerError };
 
@@ -366,7 +366,14 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       report(err, "seal", ctx.mcpReq.method);
       // A flow past its deadline or out of rounds is the client's to start
       // over; any other failure reaches the client as a bare message.
-      if (err instanceof SealerError && !err.rejected) throw new SealFailed(err);
+      if (err instanceof SealerError && !err.rejected) {
+        // A failure that may pass: none is recorded, so that a retry of the
+        // state is refused at once and the client starts the request over,
+        // rather than getting this failure again.
+        const a = answers.get(ctx.http!.req!);
+        if (a?.kind === "record") a.none = true;
+        throw new SealFailed(err);
+      }
       throw err;
     }
     return sealed.requestState;
@@ -452,7 +459,7 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
         answers.delete(request);
         switch (a.kind) {
           case "record":
-            keep(a, outcome);
+            keep(a, a.none ? new Uint8Array() : outcome);
             return undefined;
           case "error":
             return outcome === NO_ANSWER ? undefined : JSON.stringify({ jsonrpc: "2.0", id, error: a.error });

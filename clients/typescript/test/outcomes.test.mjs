@@ -198,14 +198,18 @@ const opened = (extra) => ({ payload: utf8("{}"), issuedAt: at, expiresAt: at, r
 // serve is the official SDK's handler for a server with one tool, pay,
 // behind states.fetch; ran counts the handler's runs. post sends one
 // tools/call of pay on the 2026-07-28 wire with id and extra params.
-function serve(states, { responseMode, errors = [], pad = 0 } = {}) {
+function serve(states, { responseMode, errors = [], pad = 0, ask = false } = {}) {
   const ran = [];
   const mcp = createMcpHandler(
     () => {
       const s = new McpServer({ name: "t", version: "1" }, { requestState: { verify: states.verify } });
       s.server.onerror = (err) => errors.push(err.message);
-      s.registerTool("pay", { inputSchema: z.object({ amount: z.number() }) }, async ({ amount }) => {
+      s.registerTool("pay", { inputSchema: z.object({ amount: z.number() }) }, async ({ amount }, ctx) => {
         ran.push(amount);
+        if (ask) {
+          const card = { method: "elicitation/create", params: { message: "card?", requestedSchema: { type: "object", properties: {} } } };
+          return states.inputRequired({ inputRequests: { card }, payload: { step: 2 } }, ctx);
+        }
         return { content: [{ type: "text", text: `Paid ${amount} (payment ${ran.length})${"x".repeat(pad)}` }] };
       });
       return s;
@@ -421,4 +425,19 @@ test("through the SDK: an answer over what any sealer keeps goes out, and is rec
   assert.equal(seen.length, 1);
   assert.equal(seen[0][0].reason, Reason.INVALID_ARGUMENT);
   assert.deepEqual(seen[0][1], { op: "record", method: "tools/call" });
+});
+
+test("through the SDK: a next round the sealer could not seal goes out as the sealer's failure, and is recorded as none", async () => {
+  const sealer = fake({ open: () => opened({ recording: true }) });
+  sealer.seal = async () => {
+    throw new SealerError(Reason.LEDGER_UNAVAILABLE, "sealer: ledger unavailable", 503);
+  };
+  const states = sealedRequestState({ sealer, anonymous: true, retry: { attempts: 1 }, onError: () => {} });
+  const { ran, post } = serve(states, { ask: true });
+  const got = await post(16, retry);
+  assert.deepEqual(ran, [42]);
+  assert.match(messageOf(got.text).result.content[0].text, /sealer unavailable/);
+  assert.doesNotMatch(got.text, /"requestState":/);
+  const rec = await sealer.recordedOnce;
+  assert.equal(rec.outcome.length, 0, "recorded as none: the retry is refused, and the client starts over");
 });

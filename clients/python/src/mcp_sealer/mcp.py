@@ -178,6 +178,11 @@ SEALER_MISCONFIGURED = "sealer_misconfigured"
 REQUEST_IN_PROGRESS = "in_progress"
 
 
+class _Failed(MCPError):
+    """A request failed closed by the middleware (a state it could not seal
+    or open), not answered by the handler: never recorded as an outcome."""
+
+
 def _fail(method: str, what: str, err: BaseException, sealer: object = None) -> NoReturn:
     """Fails a request closed: the cause logged once, the MCP client told only
     which of the documented failures it is."""
@@ -185,11 +190,11 @@ def _fail(method: str, what: str, err: BaseException, sealer: object = None) -> 
     if isinstance(err, SealerError):
         if err.unavailable:
             logger.error("requestState %s failed on %s: sealer at %s unavailable: %s (%s)", what, method, where, err.why, err)
-            raise MCPError(code=INTERNAL_ERROR, message="requestState sealer unavailable", data={"reason": SEALER_UNAVAILABLE})
+            raise _Failed(code=INTERNAL_ERROR, message="requestState sealer unavailable", data={"reason": SEALER_UNAVAILABLE})
         logger.error("requestState %s failed on %s: sealer at %s misconfigured: %s (%s)", what, method, where, err.why, err)
-        raise MCPError(code=INTERNAL_ERROR, message="requestState sealer misconfigured", data={"reason": SEALER_MISCONFIGURED})
+        raise _Failed(code=INTERNAL_ERROR, message="requestState sealer misconfigured", data={"reason": SEALER_MISCONFIGURED})
     logger.error("requestState %s failed on %s: %s", what, method, err)
-    raise MCPError(code=INTERNAL_ERROR, message="Internal error")
+    raise _Failed(code=INTERNAL_ERROR, message="Internal error")
 
 
 def _replay(method: str, outcome: Outcome) -> HandlerResult:
@@ -351,6 +356,13 @@ class SealedRequestState:
             result = await answer
             if isinstance(result, ErrorData):
                 raise MCPError.from_error_data(result)
+        except _Failed:
+            # The next round's state could not be sealed, a failure that may
+            # pass: none is recorded, so that a retry is refused at once and
+            # the client starts the request over, rather than getting this
+            # failure again for as long as the state's entry lives.
+            self._record_later(method, opened, b"")
+            raise
         except Exception as e:
             error = handler_exception_to_error_data(e)
             if error is None:
