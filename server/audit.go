@@ -61,6 +61,9 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 		}
 	case *sealerv1.OpenRequest:
 		principal, state = r.GetPrincipal(), r.GetRequestState()
+		if out, ok := resp.(*sealerv1.OpenResponse); ok && out.GetOutcome() != nil {
+			reason = auditReplayed // a retry answered with the recorded outcome, no payload
+		}
 	case *sealerv1.RecordRequest:
 		state = r.GetRequestState() // the state's open named its principal
 	default:
@@ -76,6 +79,11 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 	}
 	a.logEvent(ctx, e)
 }
+
+// auditReplayed is the audit reason of an Open answered with a recorded
+// outcome, where the metrics say OK: the event tells a replay from an open
+// that gave the payload.
+const auditReplayed = "REPLAYED"
 
 // auditEvent is one event as the call leaves it: the principal is hashed
 // only when the event is written.

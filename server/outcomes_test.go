@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,8 @@ func record(s *service, state string, outcome []byte) string {
 
 func TestOutcomes_R6_ARetryGetsTheRecordedOutcome(t *testing.T) {
 	s := outcomeService(t)
+	audit := &syncBuffer{}
+	s.audit = &auditor{log: slog.New(slog.NewJSONHandler(audit, nil))}
 	state := sealPayment(t, s)
 	first, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
 	if r != "OK" || !first.GetRecording() || string(first.GetPayload()) != "pay 5" || first.GetOutcome() != nil {
@@ -89,6 +92,15 @@ func TestOutcomes_R6_ARetryGetsTheRecordedOutcome(t *testing.T) {
 	}
 	if r := record(s, state, []byte("again")); r != "ALREADY_CONSUMED" {
 		t.Errorf("second record: got %s, want ALREADY_CONSUMED", r)
+	}
+	// The audit log tells the replays (n racing, one after) from the open
+	// that gave the payload, and never holds the outcome.
+	log := audit.String()
+	if got := strings.Count(log, `"reason":"REPLAYED"`); got != n+1 {
+		t.Errorf("audit: %d events REPLAYED, want %d:\n%s", got, n+1, log)
+	}
+	if strings.Count(log, `"method":"/sealer.v1.Sealer/Open","tenant":"default","principal_hash":`) == 0 || strings.Contains(log, "paid") {
+		t.Errorf("audit: no Open events, or the outcome in them:\n%s", log)
 	}
 }
 
