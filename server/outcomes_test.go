@@ -131,18 +131,25 @@ func TestOutcomes_R1_AWaitingRetryHoldsNoSlot(t *testing.T) {
 	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
 		t.Fatal(r)
 	}
+	// One retry after the other: each is admitted only if the one before,
+	// parked, gave its slots back.
 	retried := make(chan string, outcomeWaiters)
-	for range outcomeWaiters {
+	for i := range outcomeWaiters {
 		go func() {
 			resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
 			retried <- r + " " + string(resp.GetOutcome().GetData())
 		}()
-	}
-	for deadline := time.Now().Add(30 * time.Second); len(tn.limiter.parked) < outcomeWaiters; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d retries parked after 30s", len(tn.limiter.parked), outcomeWaiters)
+		for deadline := time.Now().Add(30 * time.Second); len(tn.limiter.parked) <= i || len(s.inFlight) > 0 || len(tn.limiter.sem) > 0; {
+			select {
+			case r := <-retried:
+				t.Fatalf("retry %d, %d parked before it: %s", i+1, i, r)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("retry %d not parked after 30s", i+1)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	// Every waiter parked: the slots are free for other work.
 	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "IN_PROGRESS" {
