@@ -19,7 +19,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/testenv"
 )
 
-// startEcho runs cmd/sealer-echo on free loopback ports and returns its
+// startEcho runs bench/sealer-echo on free loopback ports and returns its
 // gRPC and HTTP addresses.
 func startEcho(t *testing.T) (grpcAddr, httpAddr string) {
 	t.Helper()

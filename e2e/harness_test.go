@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	proxyBinary, naiveBinary = filepath.Join(dir, "sealer-proxy"), filepath.Join(dir, "naiveserver")
 	// Each is built in its own module: the service's, or the examples'.
 	mustBuild(binary, "..", "./cmd/sealer")
-	mustBuild(echoBinary, "..", "./cmd/sealer-echo")
+	mustBuild(echoBinary, "..", "./bench/sealer-echo")
 	mustBuild(proxyBinary, "..", "./cmd/sealer-proxy")
 	mustBuild(mcpBinary, "../examples", "./mcpserver")
 	mustBuild(naiveBinary, "../examples", "./naiveserver")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The load harness: one command for every figure of the "proof under load"
 # section of BENCHMARKS.md. It builds the binaries, starts a Vault dev server,
-# Redis and sealers on loopback ports, runs cmd/sealer-load, and writes the
+# Redis and sealers on loopback ports, runs bench/sealer-load, and writes the
 # tables, timelines and the soak plot into bench-results/<time>/.
 #
 #   scripts/bench.sh            everything (about 40 minutes)
@@ -27,7 +27,7 @@ apt_install redis-server redis-server
 apt_install gnuplot gnuplot-nox
 apt_install openssl openssl
 case "${ONLY:-}" in ledger | nemesis) ;; *) ensure_vault >/dev/null ;; esac # those sections need no Vault
-go build -o "$out/bin/" ./cmd/sealer ./cmd/sealer-load ./cmd/sealer-echo
+go build -o "$out/bin/" ./cmd/sealer ./bench/sealer-load ./bench/sealer-echo
 sealer="$out/bin/sealer"
 load="$out/bin/sealer-load"
 pids=()
@@ -73,7 +73,7 @@ metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 # into $out/NAME.md.
 proxy_beside_floor() {
   local name=$1 sealer_grpc=$2 naive proxy floor
-  go build -o "$out/bin/" ./cmd/sealer-proxy ./cmd/sealer-floorproxy
+  go build -o "$out/bin/" ./cmd/sealer-proxy ./bench/sealer-floorproxy
   (cd examples && go build -o "$out/bin/" ./naiveserver)
   naive=127.0.0.1:$(free_port) proxy=127.0.0.1:$(free_port) floor=127.0.0.1:$(free_port)
   "$out/bin/naiveserver" -addr "$naive" 2>"$out/$name-naive.log" &
@@ -122,7 +122,7 @@ fi
 # gRPC, and sealer-proxy (latest-only flows, its default) beside a plain
 # httputil.ReverseProxy in front of the same MCP server.
 if [ "${SKIP:-}" != ledger ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = ledger ]; }; then
-go build -o "$out/bin/" ./cmd/sealer-scale
+go build -o "$out/bin/" ./bench/sealer-scale
 step "ledger: the embedded ledger and bbolt beside the durable-append floor, live states ${LEDGER_STATES:-0,1000000,10000000}"
 echo "uptime at the start: $(uptime)" | tee "$out/ledger.md"
 "$out/bin/sealer-scale" ledger -dir "$out" -states "${LEDGER_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -rounds 3 -d 2s |
@@ -141,9 +141,9 @@ fi
 # --- Scale: how cost grows with tenants, ledger states, key versions, payload
 # ONLY=scale scripts/bench.sh runs this section alone. SCALE_STATES sets the
 # ledger levels (default 0,1000000,10000000; the ledgers are filled by a bulk
-# loader, see cmd/sealer-scale), SCALE_TENANTS the tenant levels.
+# loader, see bench/sealer-scale), SCALE_TENANTS the tenant levels.
 if [ "${SKIP:-}" != scale ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = scale ]; }; then
-go build -o "$out/bin/" ./cmd/sealer-scale
+go build -o "$out/bin/" ./bench/sealer-scale
 scale="$out/bin/sealer-scale"
 echo "uptime at the start: $(uptime)" | tee "$out/scale.md"
 
@@ -227,7 +227,7 @@ fi
 # The TypeScript client (examples/typescript/load.ts) beside the Go client
 # (sealer-load) on one sealer, and beside Node's floor (floor.ts: the same
 # pairs with the same libraries, none of the client's work) on that sealer
-# and on an echo (cmd/sealer-echo), where the sealer's cost is out of it.
+# and on an echo (bench/sealer-echo), where the sealer's cost is out of it.
 if [ "${SKIP:-}" != typescript ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = typescript ]; }; then
 ensure_node >/dev/null
 step "TypeScript client (examples/typescript/load.ts) beside the Go client (sealer-load) and Node's floor: Seal+Open pairs/s at 16 callers, gRPC and REST, one sealer and one echo"
@@ -256,7 +256,7 @@ fi
 # one asyncio process) beside the Go client (sealer-load) on one sealer, and
 # beside Python's floor (the same pairs through the client's libraries,
 # grpc.aio and its stubs, httpx, none of the client's work) on that sealer
-# and on an echo (cmd/sealer-echo), where the sealer's cost is out of it.
+# and on an echo (bench/sealer-echo), where the sealer's cost is out of it.
 if [ "${SKIP:-}" != python ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = python ]; }; then
 ensure_python >/dev/null
 step "Python client (clients/python/bench/load.py) beside the Go client (sealer-load) and Python's floor: Seal+Open pairs/s at 16 tasks, gRPC and REST, one sealer and one echo"
@@ -346,7 +346,7 @@ until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do sleep 0.1; done
 vault_keys=(--keys vault-transit --vault-transit-key sealer --key-poll 1s --key-activation 3s)
 
 # --- 1. Side by side: sealer, its echo floors, Vault Transit ---------------
-# Each path beside its floor, the same API doing no work (cmd/sealer-echo):
+# Each path beside its floor, the same API doing no work (bench/sealer-echo):
 # a gRPC sealer.v1.Sealer answering prebuilt responses, and a net/http
 # server decoding the same JSON with encoding/json. Ops take turns, 3 runs
 # each, the median reported; the second table is each path's share of its

@@ -1,14 +1,14 @@
 // The TypeScript client's share of BENCHMARKS.md: closed-loop Seal+Open
 // pairs per second through @mcp-sealer/client, over gRPC and over REST, with
-// the same request and payload as cmd/sealer-load's seal-open (the digest
+// the same request and payload as bench/sealer-load's seal-open (the digest
 // computed in process), beside Node's floor (floor.ts: the same pairs with
 // the same libraries, none of the client's work). With --echo-grpc and
-// --echo-http, the client and the floor run against cmd/sealer-echo too,
+// --echo-http, the client and the floor run against bench/sealer-echo too,
 // where the sealer's cost is out of the figures. The runs take turns,
 // --repeat times each, and the one with the median throughput is reported,
 // as in sealer-load; a second table gives the client's share of the floor,
 // and of the Go client's pairs/s when --go-grpc and --go-rest give them.
-// scripts/bench.sh runs it beside cmd/sealer-load.
+// scripts/bench.sh runs it beside bench/sealer-load.
 //
 //	node load.ts --grpc 127.0.0.1:7443 --rest 127.0.0.1:7080 --echo-grpc 127.0.0.1:7543 --echo-http 127.0.0.1:7580 -c 16 -d 10s --repeat 3
 //	node load.ts ... --only '^REST Seal\+Open \(1024 B\)$'   one target

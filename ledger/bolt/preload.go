@@ -13,7 +13,7 @@ import (
 // Preload records ids of tenant as consumed until until, in one
 // transaction, as that many Consume calls would have: for the scale
 // benchmarks, which fill a ledger with millions of live states
-// (cmd/sealer-scale). Ids in ascending order append to the file's B-trees
+// (bench/sealer-scale). Ids in ascending order append to the file's B-trees
 // instead of splitting pages all over them.
 func (b *Ledger) Preload(tenant string, ids []sealer.StateID, until time.Time) error {
 	var exp [8]byte

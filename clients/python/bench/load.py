@@ -1,6 +1,6 @@
 """The Python client's share of BENCHMARKS.md: closed-loop Seal+Open pairs per
 second through mcp_sealer, over gRPC and over REST, with the same request and
-payload as cmd/sealer-load's seal-open (the digest computed in process),
+payload as bench/sealer-load's seal-open (the digest computed in process),
 beside Python's floor: the same pairs with the same libraries and settings
 and none of the client's work. Over gRPC, the floor calls the client's own
 grpc.aio stubs (mcp_sealer.gen.sealer.v1.sealer_pb2_grpc) on a channel with
@@ -12,12 +12,12 @@ beyond this is its own: the digest, the messages, the JSON mapping,
 validation, error mapping and the objects it returns.
 
 With --echo-grpc and --echo-rest, the client and the floor run against
-cmd/sealer-echo too, where the sealer's cost is out of the figures. The rows
+bench/sealer-echo too, where the sealer's cost is out of the figures. The rows
 take turns, --repeat times each, each run dialing anew within its warmup, and
 the run with the median throughput is reported, as in sealer-load and
 examples/typescript/load.ts; a second table gives the client's share of the
 floor, and of the Go client's pairs/s when --go-grpc and --go-rest give them.
-scripts/bench.sh (ONLY=python) runs it beside cmd/sealer-load.
+scripts/bench.sh (ONLY=python) runs it beside bench/sealer-load.
 
 With --profile, each row runs under cProfile (the event loop's thread; not
 gRPC's C threads) and a third table gives its own time by library, per
@@ -66,7 +66,7 @@ Server = Literal["sealer", "echo"]
 TRANSPORTS: tuple[Transport, ...] = ("gRPC", "REST")
 
 PRINCIPAL = "alice"
-# The request of cmd/sealer-load's seal-open and of examples/typescript/load.ts.
+# The request of bench/sealer-load's seal-open and of examples/typescript/load.ts.
 TOOL, ARGUMENTS = "get_weather", {"location": "New York"}
 # The client's channel options (mcp_sealer._grpc) and connection limits (mcp_sealer._rest).
 GRPC_OPTIONS: list[tuple[str, int | str]] = [("grpc.max_receive_message_length", 1 << 20)]
@@ -373,8 +373,8 @@ async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--grpc", default="127.0.0.1:7443", help="the sealer's gRPC address")
     p.add_argument("--rest", default="127.0.0.1:7080", help="the sealer's HTTP address")
-    p.add_argument("--echo-grpc", help="cmd/sealer-echo's gRPC address")
-    p.add_argument("--echo-rest", "--echo-http", dest="echo_rest", help="cmd/sealer-echo's HTTP address")
+    p.add_argument("--echo-grpc", help="bench/sealer-echo's gRPC address")
+    p.add_argument("--echo-rest", "--echo-http", dest="echo_rest", help="bench/sealer-echo's HTTP address")
     p.add_argument("--go-grpc", type=rate_arg, default=math.nan, help="the Go client's gRPC Seal+Open pairs/s, for its share")
     p.add_argument("--go-rest", type=rate_arg, default=math.nan, help="the Go client's REST Seal+Open pairs/s, for its share")
     p.add_argument("-c", type=int, default=16, help="concurrent tasks")

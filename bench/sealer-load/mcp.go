@@ -20,7 +20,7 @@ import (
 //	mcp-mrtr         through sealer-proxy (-mcp-url): one Seal and one Open
 //	mcp-mrtr@direct  to the MCP server itself (-mcp-direct-url): the floor
 //	mcp-mrtr@floor   through a plain httputil.ReverseProxy in front of the
-//	                 same server (-mcp-floor-url, cmd/sealer-floorproxy):
+//	                 same server (-mcp-floor-url, bench/sealer-floorproxy):
 //	                 the floor of a proxy
 var (
 	mcpFloorURL  = flag.String("mcp-floor-url", "http://127.0.0.1:8081/mcp", "mcp-mrtr@floor: a plain reverse proxy in front of the MCP server")

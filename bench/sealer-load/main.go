@@ -24,7 +24,7 @@
 //	               behind it (-mcp-direct-url), its floor
 //
 // An op named with the suffix @echo runs against the echo floors instead
-// (-echo-grpc, -echo-http: cmd/sealer-echo, the same API doing no work), and
+// (-echo-grpc, -echo-http: bench/sealer-echo, the same API doing no work), and
 // the table that follows the results gives each op's share of its floor.
 //
 // Closed loop by default: -c workers each run operations back to back. With
