@@ -83,8 +83,14 @@ func (r *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until
 // a failover loses leaves the entry claimed, which refuses the retry once
 // its wait is over. Undoing it would only refuse what can be answered.
 func (r *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outcome []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
 	key, round := entryKey(tenant, e)
-	return r.write(ctx, recordScript, key, []any{round, outcome}, nil)
+	_, undoOn, err := r.write(ctx, recordScript, key, round, outcome)
+	if undoOn != nil {
+		undoOn.Close() // nothing to undo: see above
+	}
+	return err
 }
 
 // Outcome implements ledger.Recorder with outcomeScript, on the primary

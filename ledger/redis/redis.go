@@ -47,57 +47,61 @@ const (
 // entry, on the same node (one key per script, one slot of a Cluster).
 
 // The scripts judge every deadline on the ledger's clock: an entry lives
-// until the absolute time the caller gives (PXAT), which the state itself
-// fixes (its expiry plus the retention), so no replica's clock, stepped or
-// wrong, shortens it; and a call that reaches Redis at or after that time
-// records nothing and answers -2 (too late). TIME in a script needs Redis's
-// effects replication, the default since Redis 5. claimed is the outcome
-// state a consume or an advance writes: none, or pending for wait ms (a
-// Claim) from now.
+// until at least the absolute time the caller gives (PXAT), which the state
+// itself fixes (its expiry, or its flow's deadline, plus the retention), so
+// no replica's clock, stepped or wrong, shortens it; and a call that
+// reaches Redis at or after that time records nothing and answers -2 (too
+// late). TIME in a script needs Redis's effects replication, the default
+// since Redis 5. claimed is the outcome state a consume or an advance
+// writes: none for a negative wait (noClaim), otherwise pending for wait
+// ms (a Claim) from now.
 const nowScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function claimed(wait)
-  if not wait then return '' end
+  if tonumber(wait) < 0 then return '' end
   return 'p' .. string.format('%d', now + tonumber(wait))
 end
 `
 
 // consumeScript records KEYS[1] as consumed until ARGV[1] (Unix ms) if it
-// is not, claimed for ARGV[2] ms when given: 0, or -1 when it is.
+// is not, claimed for ARGV[2] ms: 0, or -1 when it is.
 var consumeScript = goredis.NewScript(nowScript + `
 if now >= tonumber(ARGV[1]) then return -2 end
 if redis.call('SET', KEYS[1], '1' .. claimed(ARGV[2]), 'NX', 'PXAT', ARGV[1]) then return 0 end
 return -1`)
 
-// advanceScript records ARGV[1] as the flow's highest round, until at
-// least ARGV[2] (Unix ms; an entry that lives longer keeps its expiry),
-// claimed for ARGV[3] ms when given, if it is above the round recorded;
-// the outcome state of the round before goes with it. It returns the round
-// recorded before (0 for none), or -1 when the round is not above it.
+// advanceScript is the whole of a latest-only advance, on the flow's one
+// key: it records round ARGV[1] as the flow's highest, until at least
+// ARGV[2] (Unix ms), claimed for ARGV[3] ms, if it is above the round
+// recorded; the outcome state of the round before goes with it. It
+// returns the round recorded before (0 for none), which an undo needs
+// (retreat), or -1 when the round is not above it.
 var advanceScript = goredis.NewScript(nowScript + `
-local untilMs = tonumber(ARGV[2])
-if now >= untilMs then return -2 end
+local round, untilMs, wait = ARGV[1], ARGV[2], ARGV[3]
+if now >= tonumber(untilMs) then return -2 end
+-- the round recorded: the value's leading digits (see the format above)
 local old = redis.call('GET', KEYS[1])
 local prev = 0
 if old then
   prev = tonumber(string.match(old, '^%d+'))
   if not prev then return -5 end
 end
-if prev >= tonumber(ARGV[1]) then return -1 end
-local v = ARGV[1] .. claimed(ARGV[3])
-if now + redis.call('PTTL', KEYS[1]) > untilMs then
+if prev >= tonumber(round) then return -1 end
+-- an entry that already lives past untilMs keeps its expiry: never shortened
+local v = round .. claimed(wait)
+if now + redis.call('PTTL', KEYS[1]) > tonumber(untilMs) then
   redis.call('SET', KEYS[1], v, 'KEEPTTL')
 else
-  redis.call('SET', KEYS[1], v, 'PXAT', ARGV[2])
+  redis.call('SET', KEYS[1], v, 'PXAT', untilMs)
 end
 return prev`)
 
-// retreatScript undoes an advance that the replicas did not acknowledge:
-// if the flow's round is still ARGV[1], it goes back to ARGV[2] (deleted
-// for 0), keeping its expiry. The round before comes back without the
-// outcome it may have had: a retry of it is then refused instead of
-// answered, which fails closed.
+// retreatScript is the undo of an advance (retreat): if the flow's round
+// is still ARGV[1], it goes back to ARGV[2] (deleted for 0), keeping its
+// expiry. The round before comes back without the outcome it may have
+// had: a retry of it is then refused instead of answered, which fails
+// closed. It answers 1 when it went back, 0 when the flow had moved.
 var retreatScript = goredis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v or string.match(v, '^%d+') ~= ARGV[1] then return 0 end
@@ -107,9 +111,9 @@ return 1`)
 
 // Ledger is the ledger of a fleet: every replica consumes in one Redis (single
 // node, Sentinel or Cluster) with one script per call, atomic on the node
-// that holds the key.
-// Any error, timeout or unexpected reply is ledger.ErrUnavailable: it never reports
-// a state as unconsumed when it cannot tell.
+// that holds the key (with Options.Replicas, followed there by WAIT; see
+// write). Any error, timeout or unexpected reply is ledger.ErrUnavailable:
+// it never reports a state as unconsumed when it cannot tell.
 type Ledger struct {
 	client   goredis.UniversalClient
 	timeout  time.Duration
@@ -143,7 +147,9 @@ type Options struct {
 	Timeout time.Duration
 	// Replicas, when above zero, makes a consume, an advance, a claim or
 	// a record wait until that many replicas of the primary that holds
-	// the key acknowledge it (WAIT), within Timeout; see write and Record.
+	// the key acknowledge it (WAIT), within half of Timeout; one they do
+	// not is ErrUnavailable and undone, but for a record (see write,
+	// consume, retreat and Record).
 	Replicas int
 }
 
@@ -317,80 +323,101 @@ func flowKey(tenant string, flow sealer.FlowID) string {
 	return flowPrefix + strconv.Itoa(len(tenant)) + ":" + tenant + ":" + hex.EncodeToString(flow[:])
 }
 
+// noClaim is the wait of a consume or an advance that claims no outcome:
+// a Claim's is 0 or more (see nowScript).
+const noClaim int64 = -1
+
 // Consume implements ledger.Ledger with consumeScript: SET NX PXAT until,
-// on Redis's clock (see nowScript). A consume too few replicas acknowledge
-// is deleted again (see write).
+// on Redis's clock (see nowScript).
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	return r.consume(ctx, redisKey(tenant, id), until.UnixMilli())
+	return r.consume(ctx, redisKey(tenant, id), until.UnixMilli(), noClaim)
 }
 
-// consume runs consumeScript on key; a wait in ms, when given, makes it a
-// claim.
-func (r *Ledger) consume(ctx context.Context, key string, until int64, wait ...any) error {
-	return r.write(ctx, consumeScript, key, append([]any{until}, wait...), func(ctx context.Context, conn *goredis.Conn, _ int64) {
-		conn.Del(ctx, key)
-	})
+// consume runs consumeScript on key, claimed for wait ms unless wait is
+// noClaim. A consume the replicas do not acknowledge is deleted again, so
+// that a retry can consume the state once they do; if the delete does not
+// land, the state stays consumed: refused, never opened twice.
+func (r *Ledger) consume(ctx context.Context, key string, until, wait int64) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	_, undoOn, err := r.write(ctx, consumeScript, key, until, wait)
+	if undoOn != nil {
+		undoOn.Del(ctx, key)
+		undoOn.Close()
+	}
+	return err
 }
 
 // Advance implements ledger.Ledger with advanceScript on the flow's key, so
-// one node (one slot of a Cluster) decides atomically, on its clock. An
-// advance too few replicas acknowledge goes back to the round before it,
-// if the flow is still at its round (see write).
+// one node (one slot of a Cluster) decides atomically, on its clock.
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli())
+	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli(), noClaim)
 }
 
-// advance runs advanceScript on key; a wait in ms, when given, makes it a
-// claim.
-func (r *Ledger) advance(ctx context.Context, key string, round uint32, until int64, wait ...any) error {
-	return r.write(ctx, advanceScript, key, append([]any{round, until}, wait...), func(ctx context.Context, conn *goredis.Conn, prev int64) {
-		retreatScript.Eval(ctx, conn, []string{key}, round, prev)
-	})
-}
-
-// write runs script on key and maps its answer (scriptResult). With
-// Replicas set, the script is followed on the same connection, so on the
-// primary that holds key, by WAIT Replicas, half the timeout: a write that
-// fewer replicas acknowledge is ErrUnavailable, and undo, when not nil,
-// runs on that connection with the script's answer, so that a retry can
-// write once it is acknowledged. If the undo does not land, the write
-// stays: the state or round is refused, never opened twice.
-func (r *Ledger) write(ctx context.Context, script *goredis.Script, key string, args []any, undo func(context.Context, *goredis.Conn, int64)) error {
+// advance runs advanceScript on key, claimed for wait ms unless wait is
+// noClaim. An advance the replicas do not acknowledge goes back to the
+// round the script found (retreat).
+func (r *Ledger) advance(ctx context.Context, key string, round uint32, until, wait int64) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	prev, undoOn, err := r.write(ctx, advanceScript, key, round, until, wait)
+	if undoOn != nil {
+		retreat(ctx, undoOn, key, round, prev)
+		undoOn.Close()
+	}
+	return err
+}
+
+// retreat undoes, on conn, an advance of key from round prev to round that
+// the replicas did not acknowledge, with retreatScript: if the flow is
+// still at round it goes back to prev, so that a retry can advance once
+// they do. If the undo does not land, the flow stays at round: refused,
+// never opened twice.
+func retreat(ctx context.Context, conn *goredis.Conn, key string, round uint32, prev int64) {
+	retreatScript.Eval(ctx, conn, []string{key}, round, prev)
+}
+
+// write runs script on key with args and returns its answer, or the error
+// scriptResult maps it to.
+//
+// With Replicas set, the script runs on a connection to the primary that
+// holds key, followed on it, in the same round trip, by WAIT Replicas for
+// half the timeout (WAIT names no key: it must go where the script went).
+// A write that fewer replicas acknowledge landed on the primary, but a
+// failover may lose it: write returns ErrUnavailable and that connection,
+// undoOn, still open, for the caller to undo the write on and close.
+// Otherwise undoOn is nil.
+func (r *Ledger) write(ctx context.Context, script *goredis.Script, key string, args ...any) (answer int64, undoOn *goredis.Conn, err error) {
 	if r.replicas == 0 {
-		err := scriptResult(script.Run(ctx, r.client, []string{key}, args...).Int64())
+		answer, err = script.Run(ctx, r.client, []string{key}, args...).Int64()
+		err = scriptResult(answer, err)
 		r.reloadOn(ctx, err)
-		return err
+		return answer, nil, err
 	}
 	node, err := r.primaryFor(ctx, key)
 	if err != nil {
-		return fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
+		return 0, nil, fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 	}
 	conn := node.Conn()
-	defer conn.Close()
-	var written, wait *goredis.Cmd
-	conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		written = script.Eval(ctx, p, []string{key}, args...)
-		wait = p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds())) // 0 would wait for ever
-		return nil
-	})
-	answer, err := written.Int64()
-	if err := scriptResult(answer, err); err != nil {
+	// One round trip; WAIT's timeout is in ms, and 0 would wait for ever.
+	p := conn.Pipeline()
+	written := script.Eval(ctx, p, []string{key}, args...)
+	wait := p.Do(ctx, "wait", r.replicas, max(1, (r.timeout/2).Milliseconds()))
+	p.Exec(ctx) // each command keeps its own error
+	answer, err = written.Int64()
+	if err = scriptResult(answer, err); err != nil {
+		conn.Close()
 		r.reloadOn(ctx, err)
-		return err
+		return answer, nil, err
 	}
-	acked, err := wait.Int64()
-	if err == nil && acked >= int64(r.replicas) {
-		return nil
+	switch acked, err := wait.Int64(); {
+	case err != nil:
+		return answer, conn, fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
+	case acked < int64(r.replicas):
+		return answer, conn, fmt.Errorf("%w: redis: %d of %d replicas acknowledged the write", ledger.ErrUnavailable, acked, r.replicas)
 	}
-	if undo != nil {
-		undo(ctx, conn, answer)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: redis: WAIT: %v", ledger.ErrUnavailable, err)
-	}
-	return fmt.Errorf("%w: redis: %d of %d replicas acknowledged the write", ledger.ErrUnavailable, acked, r.replicas)
+	conn.Close()
+	return answer, nil, nil
 }
 
 // The scripts' negative answers: what scriptResult maps them to.
