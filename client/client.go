@@ -134,7 +134,7 @@ func Rejected(err error) bool {
 		return true
 	}
 	for _, r := range reasons.Table {
-		if r.Rejects && errors.Is(err, r.Err) {
+		if reasons.Rejects(r.Reason) && errors.Is(err, r.Err) {
 			return true
 		}
 	}

@@ -37,7 +37,7 @@ var errBadRequest = reasons.ErrBadRequest
 
 // internalFailure is the outcome of every error that is in no row of
 // reasons.Table: its cause goes to the log only.
-var internalFailure = reasons.Row{Err: errors.New("sealer: internal error"), Code: codes.Internal, Reason: sealerv1.Reason_REASON_INTERNAL}
+var internalFailure = reasons.Row{Err: errors.New("sealer: internal error"), Reason: sealerv1.Reason_REASON_INTERNAL}
 
 // toStatus converts an error of the service into the gRPC status its caller
 // sees, with an ErrorInfo reason, and logs the cause once.
@@ -72,9 +72,10 @@ func statusOf(err error) (error, string) {
 	if o.Detail {
 		msg = err.Error()
 	}
-	st, derr := status.New(o.Code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
+	code := reasons.Code(o.Reason)
+	st, derr := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
 	if derr != nil {
-		return status.Error(o.Code, msg), reason
+		return status.Error(code, msg), reason
 	}
 	return st.Err(), reason
 }

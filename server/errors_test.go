@@ -31,17 +31,30 @@ func enumReasons() []sealerv1.Reason {
 	return rs
 }
 
-// codeOf is the gRPC code the server sends with each reason.
+// codeOf is the gRPC code the server sends with each reason it sends for
+// some error: its rule's, in the proto.
 func codeOf(t *testing.T) map[sealerv1.Reason]codes.Code {
 	t.Helper()
 	m := map[sealerv1.Reason]codes.Code{}
 	for _, o := range append(reasons.Table, internalFailure) {
-		if c, ok := m[o.Reason]; ok && c != o.Code {
-			t.Errorf("%v: sent with codes %v and %v, want one", o.Reason, c, o.Code)
-		}
-		m[o.Reason] = o.Code
+		m[o.Reason] = reasons.Code(o.Reason)
 	}
 	return m
+}
+
+// Every reason the sealer sends has its rule in the proto: a code other
+// than OK, and at most one of rejects and retryable.
+func TestReasonRules(t *testing.T) {
+	for _, r := range enumReasons() {
+		rule := reasons.Rule(r)
+		if reasons.Code(r) == codes.OK || rule.GetRejects() && rule.GetRetryable() {
+			t.Errorf("%v: rule %v, want a gRPC code and at most one of rejects and retryable", r, rule)
+		}
+	}
+	if !reasons.Rejects(sealerv1.Reason_REASON_EXPIRED) || !reasons.Retryable(sealerv1.Reason_REASON_LEDGER_UNAVAILABLE) ||
+		reasons.Code(sealerv1.Reason_REASON_PRINCIPAL_MISMATCH) != codes.PermissionDenied {
+		t.Error("the rules of EXPIRED, LEDGER_UNAVAILABLE or PRINCIPAL_MISMATCH are not read from the proto")
+	}
 }
 
 // The wire carries the names the README documents, whatever buf lint makes
@@ -84,8 +97,8 @@ func TestStatusOf_EveryReason(t *testing.T) {
 				}
 			}
 			switch {
-			case s.Code() != o.Code:
-				t.Errorf("got code %v, want %v", s.Code(), o.Code)
+			case s.Code() != reasons.Code(o.Reason):
+				t.Errorf("got code %v, want %v", s.Code(), reasons.Code(o.Reason))
 			case info == nil || info.Reason != reasonText(o.Reason) || info.Domain != errorDomain || reason != info.Reason:
 				t.Errorf("got ErrorInfo %v and reason %q, want %s in %s", info, reason, reasonText(o.Reason), errorDomain)
 			case o.Detail && s.Message() != err.Error():

@@ -1,33 +1,21 @@
 // The sealer's errors, typed by the reason of the google.rpc.ErrorInfo
 // (domain sealer.mcp) it puts in every error: the proto's enum Reason, read
-// from the gRPC status details or from the REST error body alike.
-import { Reason } from "./gen/sealer/v1/sealer_pb.js";
+// from the gRPC status details or from the REST error body alike. What a
+// reason means (whether it refuses the client's state, whether a retry may
+// succeed) is the enum value's option rule in the proto, read here.
+import { getOption } from "@bufbuild/protobuf";
+import { Reason, ReasonSchema, rule } from "./gen/sealer/v1/sealer_pb.js";
 
 export { Reason };
 
-/** The reasons that refuse a state: the MCP client must start the request over. */
-const rejections = new Set<Reason>([
-  Reason.INVALID_STATE,
-  Reason.EXPIRED,
-  Reason.PRINCIPAL_MISMATCH,
-  Reason.REQUEST_MISMATCH,
-  Reason.ALREADY_CONSUMED,
-  Reason.INPUT_MISMATCH,
-  Reason.FLOW_EXPIRED,
-  Reason.FLOW_EXHAUSTED,
-]);
-
-/**
- * The reasons after which the same call may succeed later: the sealer or
- * its ledger could not answer now, or (IN_PROGRESS) the outcome a retry
- * waited for is not recorded yet.
- */
-const transient = new Set<Reason>([
-  Reason.LEDGER_UNAVAILABLE,
-  Reason.KEYS_UNAVAILABLE,
-  Reason.RESOURCE_EXHAUSTED,
-  Reason.IN_PROGRESS,
-]);
+/** The reasons whose rule says so: the values of Reason with rejects (the MCP client must start the request over) or retryable (the same call may succeed later, with backoff). */
+const rejections = new Set<Reason>();
+const transient = new Set<Reason>();
+for (const v of ReasonSchema.values) {
+  const r = getOption(v, rule);
+  if (r.rejects) rejections.add(v.number);
+  if (r.retryable) transient.add(v.number);
+}
 
 /**
  * What went wrong on the way to the sealer, for an error without a reason

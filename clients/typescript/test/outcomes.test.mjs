@@ -78,10 +78,17 @@ test("IN_PROGRESS is the proto's reason 15: retryable, never a refusal, over gRP
 test("the client's reasons are exactly the proto's enum Reason", () => {
   const proto = readFileSync(new URL("../../../proto/sealer/v1/sealer.proto", import.meta.url), "utf8");
   const enumBody = /enum Reason \{([\s\S]*?)\n\}/.exec(proto)[1];
-  const want = Object.fromEntries([...enumBody.matchAll(/^\s*REASON_([A-Z_]+) = (\d+);/gm)].map((m) => [m[1], Number(m[2])]));
+  const values = [...enumBody.matchAll(/^\s*REASON_([A-Z_]+) = (\d+)(?: \[\(rule\) = \{([^}]*)\}\])?;/gm)];
+  const want = Object.fromEntries(values.map((m) => [m[1], Number(m[2])]));
   const got = Object.fromEntries(Object.entries(Reason).filter(([k]) => Number.isNaN(Number(k))));
   assert.deepEqual(got, want);
   assert.equal(want.IN_PROGRESS, 15);
+  // Whether each reason rejects the state or may pass is its rule there.
+  for (const [, name, , rule = ""] of values) {
+    const e = new SealerError(Reason[name], "x");
+    assert.equal(e.rejected, rule.includes("rejects: true"), name);
+    if (Reason[name] !== Reason.UNSPECIFIED) assert.equal(e.retryable, rule.includes("retryable: true"), name);
+  }
 });
 
 test("the default onError says a retry came too early, without the state", (t) => {

@@ -13,6 +13,7 @@ package sealerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -28,12 +29,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Reason is why a call failed: the reason of the google.rpc.ErrorInfo
-// (domain sealer.mcp) in the status details, over gRPC and in the gateway's
-// JSON alike. It is sent as the value's name without the REASON_ prefix
-// (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
-// never sent. The README's error table gives the gRPC code and HTTP status
-// of each.
 type Reason int32
 
 const (
@@ -912,11 +907,107 @@ func (x *RecordResponse) GetKeptUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+// Reason is why a call failed: the reason of the google.rpc.ErrorInfo
+// (domain sealer.mcp) in the status details, over gRPC and in the gateway's
+// JSON alike. It is sent as the value's name without the REASON_ prefix
+// (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
+// never sent. The README's error table gives the gRPC code and HTTP status
+// of each.
+// ReasonRule is what a reason means to its caller, given once here on each
+// value of Reason (its option rule), where the service, the proxy and the
+// Go, TypeScript and Python clients read it: no copy of it is kept by hand.
+type ReasonRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC status code of the status that carries the reason, as a number
+	// (google.rpc.Code: 3 INVALID_ARGUMENT, 6 ALREADY_EXISTS, 7
+	// PERMISSION_DENIED, 8 RESOURCE_EXHAUSTED, 9 FAILED_PRECONDITION, 10
+	// ABORTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED). The REST
+	// gateway answers the HTTP status grpc-gateway maps it to.
+	GrpcCode int32 `protobuf:"varint,1,opt,name=grpc_code,json=grpcCode,proto3" json:"grpc_code,omitempty"`
+	// Whether the reason refuses the client's state: the MCP server answers
+	// invalid params (-32602), and the MCP client starts the request over.
+	Rejects bool `protobuf:"varint,2,opt,name=rejects,proto3" json:"rejects,omitempty"`
+	// Whether the same call may succeed later, with backoff.
+	Retryable     bool `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasonRule) Reset() {
+	*x = ReasonRule{}
+	mi := &file_sealer_v1_sealer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasonRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasonRule) ProtoMessage() {}
+
+func (x *ReasonRule) ProtoReflect() protoreflect.Message {
+	mi := &file_sealer_v1_sealer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasonRule.ProtoReflect.Descriptor instead.
+func (*ReasonRule) Descriptor() ([]byte, []int) {
+	return file_sealer_v1_sealer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReasonRule) GetGrpcCode() int32 {
+	if x != nil {
+		return x.GrpcCode
+	}
+	return 0
+}
+
+func (x *ReasonRule) GetRejects() bool {
+	if x != nil {
+		return x.Rejects
+	}
+	return false
+}
+
+func (x *ReasonRule) GetRetryable() bool {
+	if x != nil {
+		return x.Retryable
+	}
+	return false
+}
+
+var file_sealer_v1_sealer_proto_extTypes = []protoimpl.ExtensionInfo{
+	{
+		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
+		ExtensionType: (*ReasonRule)(nil),
+		Field:         50431,
+		Name:          "sealer.v1.rule",
+		Tag:           "bytes,50431,opt,name=rule",
+		Filename:      "sealer/v1/sealer.proto",
+	},
+}
+
+// Extension fields to descriptorpb.EnumValueOptions.
+var (
+	// The rule of a value of Reason.
+	//
+	// optional sealer.v1.ReasonRule rule = 50431;
+	E_Rule = &file_sealer_v1_sealer_proto_extTypes[0]
+)
+
 var File_sealer_v1_sealer_proto protoreflect.FileDescriptor
 
 const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\n" +
-	"\x16sealer/v1/sealer.proto\x12\tsealer.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
+	"\x16sealer/v1/sealer.proto\x12\tsealer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"j\n" +
 	"\aBinding\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12/\n" +
 	"\x06params\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06params\x12\x16\n" +
@@ -969,29 +1060,36 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\aoutcome\x18\x02 \x01(\fR\aoutcome\"K\n" +
 	"\x0eRecordResponse\x129\n" +
 	"\n" +
-	"kept_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tkeptUntil*\xb7\x03\n" +
+	"kept_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tkeptUntil\"a\n" +
+	"\n" +
+	"ReasonRule\x12\x1b\n" +
+	"\tgrpc_code\x18\x01 \x01(\x05R\bgrpcCode\x12\x18\n" +
+	"\arejects\x18\x02 \x01(\bR\arejects\x12\x1c\n" +
+	"\tretryable\x18\x03 \x01(\bR\tretryable*\xc7\x04\n" +
 	"\x06Reason\x12\x16\n" +
-	"\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14REASON_INVALID_STATE\x10\x01\x12\x12\n" +
-	"\x0eREASON_EXPIRED\x10\x02\x12\x1d\n" +
-	"\x19REASON_PRINCIPAL_MISMATCH\x10\x03\x12\x1b\n" +
-	"\x17REASON_REQUEST_MISMATCH\x10\x04\x12\x1b\n" +
-	"\x17REASON_ALREADY_CONSUMED\x10\x05\x12\x1d\n" +
-	"\x19REASON_LEDGER_UNAVAILABLE\x10\x06\x12\x1b\n" +
-	"\x17REASON_INVALID_ARGUMENT\x10\a\x12\x1b\n" +
-	"\x17REASON_KEYS_UNAVAILABLE\x10\b\x12\x1a\n" +
-	"\x16REASON_UNAUTHENTICATED\x10\t\x12\x1d\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x14REASON_INVALID_STATE\x10\x01\x1a\b\xfa\xcf\x18\x04\b\x03\x10\x01\x12\x1c\n" +
+	"\x0eREASON_EXPIRED\x10\x02\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12'\n" +
+	"\x19REASON_PRINCIPAL_MISMATCH\x10\x03\x1a\b\xfa\xcf\x18\x04\b\a\x10\x01\x12%\n" +
+	"\x17REASON_REQUEST_MISMATCH\x10\x04\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12%\n" +
+	"\x17REASON_ALREADY_CONSUMED\x10\x05\x1a\b\xfa\xcf\x18\x04\b\x06\x10\x01\x12'\n" +
+	"\x19REASON_LEDGER_UNAVAILABLE\x10\x06\x1a\b\xfa\xcf\x18\x04\b\x0e\x18\x01\x12#\n" +
+	"\x17REASON_INVALID_ARGUMENT\x10\a\x1a\x06\xfa\xcf\x18\x02\b\x03\x12%\n" +
+	"\x17REASON_KEYS_UNAVAILABLE\x10\b\x1a\b\xfa\xcf\x18\x04\b\x0e\x18\x01\x12\"\n" +
+	"\x16REASON_UNAUTHENTICATED\x10\t\x1a\x06\xfa\xcf\x18\x02\b\x10\x12'\n" +
 	"\x19REASON_RESOURCE_EXHAUSTED\x10\n" +
-	"\x12\x13\n" +
-	"\x0fREASON_INTERNAL\x10\v\x12\x19\n" +
-	"\x15REASON_INPUT_MISMATCH\x10\f\x12\x17\n" +
-	"\x13REASON_FLOW_EXPIRED\x10\r\x12\x19\n" +
-	"\x15REASON_FLOW_EXHAUSTED\x10\x0e\x12\x16\n" +
-	"\x12REASON_IN_PROGRESS\x10\x0f2\xb9\x01\n" +
+	"\x1a\b\xfa\xcf\x18\x04\b\b\x18\x01\x12\x1b\n" +
+	"\x0fREASON_INTERNAL\x10\v\x1a\x06\xfa\xcf\x18\x02\b\r\x12#\n" +
+	"\x15REASON_INPUT_MISMATCH\x10\f\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12!\n" +
+	"\x13REASON_FLOW_EXPIRED\x10\r\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12#\n" +
+	"\x15REASON_FLOW_EXHAUSTED\x10\x0e\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12 \n" +
+	"\x12REASON_IN_PROGRESS\x10\x0f\x1a\b\xfa\xcf\x18\x04\b\n" +
+	"\x18\x012\xb9\x01\n" +
 	"\x06Sealer\x127\n" +
 	"\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x127\n" +
 	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponse\x12=\n" +
-	"\x06Record\x12\x18.sealer.v1.RecordRequest\x1a\x19.sealer.v1.RecordResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
+	"\x06Record\x12\x18.sealer.v1.RecordRequest\x1a\x19.sealer.v1.RecordResponse:N\n" +
+	"\x04rule\x12!.google.protobuf.EnumValueOptions\x18\xff\x89\x03 \x01(\v2\x15.sealer.v1.ReasonRuleR\x04ruleB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3"
 
 var (
 	file_sealer_v1_sealer_proto_rawDescOnce sync.Once
@@ -1006,51 +1104,55 @@ func file_sealer_v1_sealer_proto_rawDescGZIP() []byte {
 }
 
 var file_sealer_v1_sealer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_sealer_v1_sealer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_sealer_v1_sealer_proto_goTypes = []any{
-	(Reason)(0),                   // 0: sealer.v1.Reason
-	(*Binding)(nil),               // 1: sealer.v1.Binding
-	(*SealRequest)(nil),           // 2: sealer.v1.SealRequest
-	(*FlowRequest)(nil),           // 3: sealer.v1.FlowRequest
-	(*InputKeys)(nil),             // 4: sealer.v1.InputKeys
-	(*Flow)(nil),                  // 5: sealer.v1.Flow
-	(*SealResponse)(nil),          // 6: sealer.v1.SealResponse
-	(*OpenRequest)(nil),           // 7: sealer.v1.OpenRequest
-	(*OpenResponse)(nil),          // 8: sealer.v1.OpenResponse
-	(*Outcome)(nil),               // 9: sealer.v1.Outcome
-	(*RecordRequest)(nil),         // 10: sealer.v1.RecordRequest
-	(*RecordResponse)(nil),        // 11: sealer.v1.RecordResponse
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(Reason)(0),                           // 0: sealer.v1.Reason
+	(*Binding)(nil),                       // 1: sealer.v1.Binding
+	(*SealRequest)(nil),                   // 2: sealer.v1.SealRequest
+	(*FlowRequest)(nil),                   // 3: sealer.v1.FlowRequest
+	(*InputKeys)(nil),                     // 4: sealer.v1.InputKeys
+	(*Flow)(nil),                          // 5: sealer.v1.Flow
+	(*SealResponse)(nil),                  // 6: sealer.v1.SealResponse
+	(*OpenRequest)(nil),                   // 7: sealer.v1.OpenRequest
+	(*OpenResponse)(nil),                  // 8: sealer.v1.OpenResponse
+	(*Outcome)(nil),                       // 9: sealer.v1.Outcome
+	(*RecordRequest)(nil),                 // 10: sealer.v1.RecordRequest
+	(*RecordResponse)(nil),                // 11: sealer.v1.RecordResponse
+	(*ReasonRule)(nil),                    // 12: sealer.v1.ReasonRule
+	(*structpb.Struct)(nil),               // 13: google.protobuf.Struct
+	(*durationpb.Duration)(nil),           // 14: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 15: google.protobuf.Timestamp
+	(*descriptorpb.EnumValueOptions)(nil), // 16: google.protobuf.EnumValueOptions
 }
 var file_sealer_v1_sealer_proto_depIdxs = []int32{
-	12, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
+	13, // 0: sealer.v1.Binding.params:type_name -> google.protobuf.Struct
 	1,  // 1: sealer.v1.SealRequest.request:type_name -> sealer.v1.Binding
-	13, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
+	14, // 2: sealer.v1.SealRequest.ttl:type_name -> google.protobuf.Duration
 	3,  // 3: sealer.v1.SealRequest.flow:type_name -> sealer.v1.FlowRequest
 	4,  // 4: sealer.v1.FlowRequest.asked:type_name -> sealer.v1.InputKeys
-	14, // 5: sealer.v1.Flow.deadline:type_name -> google.protobuf.Timestamp
-	14, // 6: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 5: sealer.v1.Flow.deadline:type_name -> google.protobuf.Timestamp
+	15, // 6: sealer.v1.SealResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 7: sealer.v1.SealResponse.flow:type_name -> sealer.v1.Flow
 	1,  // 8: sealer.v1.OpenRequest.request:type_name -> sealer.v1.Binding
 	4,  // 9: sealer.v1.OpenRequest.responded:type_name -> sealer.v1.InputKeys
-	14, // 10: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
-	14, // 11: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 10: sealer.v1.OpenResponse.issued_at:type_name -> google.protobuf.Timestamp
+	15, // 11: sealer.v1.OpenResponse.expires_at:type_name -> google.protobuf.Timestamp
 	5,  // 12: sealer.v1.OpenResponse.flow:type_name -> sealer.v1.Flow
 	9,  // 13: sealer.v1.OpenResponse.outcome:type_name -> sealer.v1.Outcome
-	14, // 14: sealer.v1.Outcome.recorded_at:type_name -> google.protobuf.Timestamp
-	14, // 15: sealer.v1.RecordResponse.kept_until:type_name -> google.protobuf.Timestamp
-	2,  // 16: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
-	7,  // 17: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
-	10, // 18: sealer.v1.Sealer.Record:input_type -> sealer.v1.RecordRequest
-	6,  // 19: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
-	8,  // 20: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
-	11, // 21: sealer.v1.Sealer.Record:output_type -> sealer.v1.RecordResponse
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
+	15, // 14: sealer.v1.Outcome.recorded_at:type_name -> google.protobuf.Timestamp
+	15, // 15: sealer.v1.RecordResponse.kept_until:type_name -> google.protobuf.Timestamp
+	16, // 16: sealer.v1.rule:extendee -> google.protobuf.EnumValueOptions
+	12, // 17: sealer.v1.rule:type_name -> sealer.v1.ReasonRule
+	2,  // 18: sealer.v1.Sealer.Seal:input_type -> sealer.v1.SealRequest
+	7,  // 19: sealer.v1.Sealer.Open:input_type -> sealer.v1.OpenRequest
+	10, // 20: sealer.v1.Sealer.Record:input_type -> sealer.v1.RecordRequest
+	6,  // 21: sealer.v1.Sealer.Seal:output_type -> sealer.v1.SealResponse
+	8,  // 22: sealer.v1.Sealer.Open:output_type -> sealer.v1.OpenResponse
+	11, // 23: sealer.v1.Sealer.Record:output_type -> sealer.v1.RecordResponse
+	21, // [21:24] is the sub-list for method output_type
+	18, // [18:21] is the sub-list for method input_type
+	17, // [17:18] is the sub-list for extension type_name
+	16, // [16:17] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
 }
 
@@ -1065,14 +1167,15 @@ func file_sealer_v1_sealer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sealer_v1_sealer_proto_rawDesc), len(file_sealer_v1_sealer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
-			NumExtensions: 0,
+			NumMessages:   12,
+			NumExtensions: 1,
 			NumServices:   1,
 		},
 		GoTypes:           file_sealer_v1_sealer_proto_goTypes,
 		DependencyIndexes: file_sealer_v1_sealer_proto_depIdxs,
 		EnumInfos:         file_sealer_v1_sealer_proto_enumTypes,
 		MessageInfos:      file_sealer_v1_sealer_proto_msgTypes,
+		ExtensionInfos:    file_sealer_v1_sealer_proto_extTypes,
 	}.Build()
 	File_sealer_v1_sealer_proto = out.File
 	file_sealer_v1_sealer_proto_goTypes = nil

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import enum
 
+from .gen.sealer.v1 import sealer_pb2 as pb
+
 
 class Reason(enum.IntEnum):
-    """Why the sealer refused a call: the proto's ``sealer.v1.Reason``, without its ``REASON_`` prefix."""
+    """Why the sealer refused a call: the proto's ``sealer.v1.Reason``, without its ``REASON_`` prefix
+    (tests/test_errors hold the two to each other; what each means is read from the proto)."""
 
     UNSPECIFIED = 0
     INVALID_STATE = 1
@@ -39,24 +42,20 @@ class Reason(enum.IntEnum):
         return cls.__members__.get(name, cls.UNSPECIFIED)
 
 
-# The reasons that refuse a state: the MCP client must start the request over.
-_REJECTIONS = frozenset(
-    {
-        Reason.INVALID_STATE,
-        Reason.EXPIRED,
-        Reason.PRINCIPAL_MISMATCH,
-        Reason.REQUEST_MISMATCH,
-        Reason.ALREADY_CONSUMED,
-        Reason.INPUT_MISMATCH,
-        Reason.FLOW_EXPIRED,
-        Reason.FLOW_EXHAUSTED,
-    }
-)
 
-# The sealer's reasons after which the same call may succeed later:
-# IN_PROGRESS is a retry that came while the first open's handler still ran,
-# whose outcome a later retry gets.
-_TRANSIENT = frozenset({Reason.LEDGER_UNAVAILABLE, Reason.KEYS_UNAVAILABLE, Reason.RESOURCE_EXHAUSTED, Reason.IN_PROGRESS})
+def _reasons_whose_rule(says: str) -> frozenset[Reason]:
+    """The reasons whose rule in the proto (the option ``rule`` of each value
+    of ``sealer.v1.Reason``) sets the flag ``says``: ``rejects`` (the MCP
+    client must start the request over) or ``retryable`` (the same call may
+    succeed later; IN_PROGRESS is a retry that came while the first open's
+    handler still ran, whose outcome a later retry gets)."""
+    return frozenset(
+        Reason(v.number) for v in pb.Reason.DESCRIPTOR.values if getattr(v.GetOptions().Extensions[pb.rule], says)
+    )
+
+
+_REJECTIONS = _reasons_whose_rule("rejects")
+_TRANSIENT = _reasons_whose_rule("retryable")
 
 # The causes, for an error without a reason from the sealer (UNSPECIFIED),
 # of a failure on the way to it: what a log line says instead of UNSPECIFIED.

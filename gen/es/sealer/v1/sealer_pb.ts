@@ -6,17 +6,17 @@
 // requestState values of MCP multi round-trip requests. FORMAT.md describes
 // the states; the README describes the REST mapping and the error reasons.
 
-import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { GenEnum, GenExtension, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, extDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Duration, EnumValueOptions, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file sealer/v1/sealer.proto.
  */
 export const file_sealer_v1_sealer: GenFile = /*@__PURE__*/
-  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwitgEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgSJAoEZmxvdxgGIAEoCzIWLnNlYWxlci52MS5GbG93UmVxdWVzdCJaCgtGbG93UmVxdWVzdBIRCgljb250aW51ZXMYASABKAkSEwoLbGF0ZXN0X29ubHkYAiABKAgSIwoFYXNrZWQYAyABKAsyFC5zZWFsZXIudjEuSW5wdXRLZXlzIhkKCUlucHV0S2V5cxIMCgRrZXlzGAEgAygJImQKBEZsb3cSCgoCaWQYASABKAwSDQoFcm91bmQYAiABKA0SLAoIZGVhZGxpbmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2xhdGVzdF9vbmx5GAQgASgIInQKDFNlYWxSZXNwb25zZRIVCg1yZXF1ZXN0X3N0YXRlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KBGZsb3cYAyABKAsyDy5zZWFsZXIudjEuRmxvdyKdAQoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nEicKCXJlc3BvbmRlZBgEIAEoCzIULnNlYWxlci52MS5JbnB1dEtleXMSFgoOcmVjb3JkX291dGNvbWUYBSABKAgi1QEKDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoEZmxvdxgEIAEoCzIPLnNlYWxlci52MS5GbG93EiMKB291dGNvbWUYBSABKAsyEi5zZWFsZXIudjEuT3V0Y29tZRIRCglyZWNvcmRpbmcYBiABKAgiSAoHT3V0Y29tZRIMCgRkYXRhGAEgASgMEi8KC3JlY29yZGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI3Cg1SZWNvcmRSZXF1ZXN0EhUKDXJlcXVlc3Rfc3RhdGUYASABKAkSDwoHb3V0Y29tZRgCIAEoDCJACg5SZWNvcmRSZXNwb25zZRIuCgprZXB0X3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCq3AwoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEhgKFFJFQVNPTl9JTlZBTElEX1NUQVRFEAESEgoOUkVBU09OX0VYUElSRUQQAhIdChlSRUFTT05fUFJJTkNJUEFMX01JU01BVENIEAMSGwoXUkVBU09OX1JFUVVFU1RfTUlTTUFUQ0gQBBIbChdSRUFTT05fQUxSRUFEWV9DT05TVU1FRBAFEh0KGVJFQVNPTl9MRURHRVJfVU5BVkFJTEFCTEUQBhIbChdSRUFTT05fSU5WQUxJRF9BUkdVTUVOVBAHEhsKF1JFQVNPTl9LRVlTX1VOQVZBSUxBQkxFEAgSGgoWUkVBU09OX1VOQVVUSEVOVElDQVRFRBAJEh0KGVJFQVNPTl9SRVNPVVJDRV9FWEhBVVNURUQQChITCg9SRUFTT05fSU5URVJOQUwQCxIZChVSRUFTT05fSU5QVVRfTUlTTUFUQ0gQDBIXChNSRUFTT05fRkxPV19FWFBJUkVEEA0SGQoVUkVBU09OX0ZMT1dfRVhIQVVTVEVEEA4SFgoSUkVBU09OX0lOX1BST0dSRVNTEA8yuQEKBlNlYWxlchI3CgRTZWFsEhYuc2VhbGVyLnYxLlNlYWxSZXF1ZXN0Ghcuc2VhbGVyLnYxLlNlYWxSZXNwb25zZRI3CgRPcGVuEhYuc2VhbGVyLnYxLk9wZW5SZXF1ZXN0Ghcuc2VhbGVyLnYxLk9wZW5SZXNwb25zZRI9CgZSZWNvcmQSGC5zZWFsZXIudjEuUmVjb3JkUmVxdWVzdBoZLnNlYWxlci52MS5SZWNvcmRSZXNwb25zZUI1WjNnaXRodWIuY29tL21jcC1zZWFsZXIvc2VhbGVyL2dlbi9zZWFsZXIvdjE7c2VhbGVydjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZzZWFsZXIvdjEvc2VhbGVyLnByb3RvEglzZWFsZXIudjEiUgoHQmluZGluZxIOCgZtZXRob2QYASABKAkSJwoGcGFyYW1zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZkaWdlc3QYAyABKAwitgEKC1NlYWxSZXF1ZXN0EhEKCXByaW5jaXBhbBgBIAEoCRIjCgdyZXF1ZXN0GAIgASgLMhIuc2VhbGVyLnYxLkJpbmRpbmcSDwoHcGF5bG9hZBgDIAEoDBImCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIb25lX3RpbWUYBSABKAgSJAoEZmxvdxgGIAEoCzIWLnNlYWxlci52MS5GbG93UmVxdWVzdCJaCgtGbG93UmVxdWVzdBIRCgljb250aW51ZXMYASABKAkSEwoLbGF0ZXN0X29ubHkYAiABKAgSIwoFYXNrZWQYAyABKAsyFC5zZWFsZXIudjEuSW5wdXRLZXlzIhkKCUlucHV0S2V5cxIMCgRrZXlzGAEgAygJImQKBEZsb3cSCgoCaWQYASABKAwSDQoFcm91bmQYAiABKA0SLAoIZGVhZGxpbmUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2xhdGVzdF9vbmx5GAQgASgIInQKDFNlYWxSZXNwb25zZRIVCg1yZXF1ZXN0X3N0YXRlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KBGZsb3cYAyABKAsyDy5zZWFsZXIudjEuRmxvdyKdAQoLT3BlblJlcXVlc3QSFQoNcmVxdWVzdF9zdGF0ZRgBIAEoCRIRCglwcmluY2lwYWwYAiABKAkSIwoHcmVxdWVzdBgDIAEoCzISLnNlYWxlci52MS5CaW5kaW5nEicKCXJlc3BvbmRlZBgEIAEoCzIULnNlYWxlci52MS5JbnB1dEtleXMSFgoOcmVjb3JkX291dGNvbWUYBSABKAgi1QEKDE9wZW5SZXNwb25zZRIPCgdwYXlsb2FkGAEgASgMEi0KCWlzc3VlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoEZmxvdxgEIAEoCzIPLnNlYWxlci52MS5GbG93EiMKB291dGNvbWUYBSABKAsyEi5zZWFsZXIudjEuT3V0Y29tZRIRCglyZWNvcmRpbmcYBiABKAgiSAoHT3V0Y29tZRIMCgRkYXRhGAEgASgMEi8KC3JlY29yZGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI3Cg1SZWNvcmRSZXF1ZXN0EhUKDXJlcXVlc3Rfc3RhdGUYASABKAkSDwoHb3V0Y29tZRgCIAEoDCJACg5SZWNvcmRSZXNwb25zZRIuCgprZXB0X3VudGlsGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJDCgpSZWFzb25SdWxlEhEKCWdycGNfY29kZRgBIAEoBRIPCgdyZWplY3RzGAIgASgIEhEKCXJldHJ5YWJsZRgDIAEoCCrHBAoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEiIKFFJFQVNPTl9JTlZBTElEX1NUQVRFEAEaCPrPGAQIAxABEhwKDlJFQVNPTl9FWFBJUkVEEAIaCPrPGAQICRABEicKGVJFQVNPTl9QUklOQ0lQQUxfTUlTTUFUQ0gQAxoI+s8YBAgHEAESJQoXUkVBU09OX1JFUVVFU1RfTUlTTUFUQ0gQBBoI+s8YBAgJEAESJQoXUkVBU09OX0FMUkVBRFlfQ09OU1VNRUQQBRoI+s8YBAgGEAESJwoZUkVBU09OX0xFREdFUl9VTkFWQUlMQUJMRRAGGgj6zxgECA4YARIjChdSRUFTT05fSU5WQUxJRF9BUkdVTUVOVBAHGgb6zxgCCAMSJQoXUkVBU09OX0tFWVNfVU5BVkFJTEFCTEUQCBoI+s8YBAgOGAESIgoWUkVBU09OX1VOQVVUSEVOVElDQVRFRBAJGgb6zxgCCBASJwoZUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAKGgj6zxgECAgYARIbCg9SRUFTT05fSU5URVJOQUwQCxoG+s8YAggNEiMKFVJFQVNPTl9JTlBVVF9NSVNNQVRDSBAMGgj6zxgECAkQARIhChNSRUFTT05fRkxPV19FWFBJUkVEEA0aCPrPGAQICRABEiMKFVJFQVNPTl9GTE9XX0VYSEFVU1RFRBAOGgj6zxgECAkQARIgChJSRUFTT05fSU5fUFJPR1JFU1MQDxoI+s8YBAgKGAEyuQEKBlNlYWxlchI3CgRTZWFsEhYuc2VhbGVyLnYxLlNlYWxSZXF1ZXN0Ghcuc2VhbGVyLnYxLlNlYWxSZXNwb25zZRI3CgRPcGVuEhYuc2VhbGVyLnYxLk9wZW5SZXF1ZXN0Ghcuc2VhbGVyLnYxLk9wZW5SZXNwb25zZRI9CgZSZWNvcmQSGC5zZWFsZXIudjEuUmVjb3JkUmVxdWVzdBoZLnNlYWxlci52MS5SZWNvcmRSZXNwb25zZTpOCgRydWxlEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMY/4kDIAEoCzIVLnNlYWxlci52MS5SZWFzb25SdWxlUgRydWxlQjVaM2dpdGh1Yi5jb20vbWNwLXNlYWxlci9zZWFsZXIvZ2VuL3NlYWxlci92MTtzZWFsZXJ2MWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Binding names the MCP request a state is bound to: either the method and
@@ -462,7 +462,48 @@ export const RecordResponseSchema: GenMessage<RecordResponse> = /*@__PURE__*/
  * (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
  * never sent. The README's error table gives the gRPC code and HTTP status
  * of each.
+ * ReasonRule is what a reason means to its caller, given once here on each
+ * value of Reason (its option rule), where the service, the proxy and the
+ * Go, TypeScript and Python clients read it: no copy of it is kept by hand.
  *
+ * @generated from message sealer.v1.ReasonRule
+ */
+export type ReasonRule = Message<"sealer.v1.ReasonRule"> & {
+  /**
+   * The gRPC status code of the status that carries the reason, as a number
+   * (google.rpc.Code: 3 INVALID_ARGUMENT, 6 ALREADY_EXISTS, 7
+   * PERMISSION_DENIED, 8 RESOURCE_EXHAUSTED, 9 FAILED_PRECONDITION, 10
+   * ABORTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED). The REST
+   * gateway answers the HTTP status grpc-gateway maps it to.
+   *
+   * @generated from field: int32 grpc_code = 1;
+   */
+  grpcCode: number;
+
+  /**
+   * Whether the reason refuses the client's state: the MCP server answers
+   * invalid params (-32602), and the MCP client starts the request over.
+   *
+   * @generated from field: bool rejects = 2;
+   */
+  rejects: boolean;
+
+  /**
+   * Whether the same call may succeed later, with backoff.
+   *
+   * @generated from field: bool retryable = 3;
+   */
+  retryable: boolean;
+};
+
+/**
+ * Describes the message sealer.v1.ReasonRule.
+ * Use `create(ReasonRuleSchema)` to create a new message.
+ */
+export const ReasonRuleSchema: GenMessage<ReasonRule> = /*@__PURE__*/
+  messageDesc(file_sealer_v1_sealer, 11);
+
+/**
  * @generated from enum sealer.v1.Reason
  */
 export enum Reason {
@@ -645,4 +686,12 @@ export const Sealer: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sealer_v1_sealer, 0);
+
+/**
+ * The rule of a value of Reason.
+ *
+ * @generated from extension: sealer.v1.ReasonRule rule = 50431;
+ */
+export const rule: GenExtension<EnumValueOptions, ReasonRule> = /*@__PURE__*/
+  extDesc(file_sealer_v1_sealer, 0);
 

@@ -22,12 +22,13 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sealer/v1/sealer.proto\x12\tsealer.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n\x07\x42inding\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x0c\"\xb6\x01\n\x0bSealRequest\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12#\n\x07request\x18\x02 \x01(\x0b\x32\x12.sealer.v1.Binding\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08one_time\x18\x05 \x01(\x08\x12$\n\x04\x66low\x18\x06 \x01(\x0b\x32\x16.sealer.v1.FlowRequest\"Z\n\x0b\x46lowRequest\x12\x11\n\tcontinues\x18\x01 \x01(\t\x12\x13\n\x0blatest_only\x18\x02 \x01(\x08\x12#\n\x05\x61sked\x18\x03 \x01(\x0b\x32\x14.sealer.v1.InputKeys\"\x19\n\tInputKeys\x12\x0c\n\x04keys\x18\x01 \x03(\t\"d\n\x04\x46low\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blatest_only\x18\x04 \x01(\x08\"t\n\x0cSealResponse\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12.\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x04\x66low\x18\x03 \x01(\x0b\x32\x0f.sealer.v1.Flow\"\x9d\x01\n\x0bOpenRequest\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12#\n\x07request\x18\x03 \x01(\x0b\x32\x12.sealer.v1.Binding\x12\'\n\tresponded\x18\x04 \x01(\x0b\x32\x14.sealer.v1.InputKeys\x12\x16\n\x0erecord_outcome\x18\x05 \x01(\x08\"\xd5\x01\n\x0cOpenResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12-\n\tissued_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x04\x66low\x18\x04 \x01(\x0b\x32\x0f.sealer.v1.Flow\x12#\n\x07outcome\x18\x05 \x01(\x0b\x32\x12.sealer.v1.Outcome\x12\x11\n\trecording\x18\x06 \x01(\x08\"H\n\x07Outcome\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12/\n\x0brecorded_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\rRecordRequest\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\x0c\"@\n\x0eRecordResponse\x12.\n\nkept_until\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xb7\x03\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x18\n\x14REASON_INVALID_STATE\x10\x01\x12\x12\n\x0eREASON_EXPIRED\x10\x02\x12\x1d\n\x19REASON_PRINCIPAL_MISMATCH\x10\x03\x12\x1b\n\x17REASON_REQUEST_MISMATCH\x10\x04\x12\x1b\n\x17REASON_ALREADY_CONSUMED\x10\x05\x12\x1d\n\x19REASON_LEDGER_UNAVAILABLE\x10\x06\x12\x1b\n\x17REASON_INVALID_ARGUMENT\x10\x07\x12\x1b\n\x17REASON_KEYS_UNAVAILABLE\x10\x08\x12\x1a\n\x16REASON_UNAUTHENTICATED\x10\t\x12\x1d\n\x19REASON_RESOURCE_EXHAUSTED\x10\n\x12\x13\n\x0fREASON_INTERNAL\x10\x0b\x12\x19\n\x15REASON_INPUT_MISMATCH\x10\x0c\x12\x17\n\x13REASON_FLOW_EXPIRED\x10\r\x12\x19\n\x15REASON_FLOW_EXHAUSTED\x10\x0e\x12\x16\n\x12REASON_IN_PROGRESS\x10\x0f\x32\xb9\x01\n\x06Sealer\x12\x37\n\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x12\x37\n\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponse\x12=\n\x06Record\x12\x18.sealer.v1.RecordRequest\x1a\x19.sealer.v1.RecordResponseB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16sealer/v1/sealer.proto\x12\tsealer.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n\x07\x42inding\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\'\n\x06params\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x0c\"\xb6\x01\n\x0bSealRequest\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12#\n\x07request\x18\x02 \x01(\x0b\x32\x12.sealer.v1.Binding\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12&\n\x03ttl\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08one_time\x18\x05 \x01(\x08\x12$\n\x04\x66low\x18\x06 \x01(\x0b\x32\x16.sealer.v1.FlowRequest\"Z\n\x0b\x46lowRequest\x12\x11\n\tcontinues\x18\x01 \x01(\t\x12\x13\n\x0blatest_only\x18\x02 \x01(\x08\x12#\n\x05\x61sked\x18\x03 \x01(\x0b\x32\x14.sealer.v1.InputKeys\"\x19\n\tInputKeys\x12\x0c\n\x04keys\x18\x01 \x03(\t\"d\n\x04\x46low\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\r\n\x05round\x18\x02 \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blatest_only\x18\x04 \x01(\x08\"t\n\x0cSealResponse\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12.\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x04\x66low\x18\x03 \x01(\x0b\x32\x0f.sealer.v1.Flow\"\x9d\x01\n\x0bOpenRequest\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12\x11\n\tprincipal\x18\x02 \x01(\t\x12#\n\x07request\x18\x03 \x01(\x0b\x32\x12.sealer.v1.Binding\x12\'\n\tresponded\x18\x04 \x01(\x0b\x32\x14.sealer.v1.InputKeys\x12\x16\n\x0erecord_outcome\x18\x05 \x01(\x08\"\xd5\x01\n\x0cOpenResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12-\n\tissued_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x04\x66low\x18\x04 \x01(\x0b\x32\x0f.sealer.v1.Flow\x12#\n\x07outcome\x18\x05 \x01(\x0b\x32\x12.sealer.v1.Outcome\x12\x11\n\trecording\x18\x06 \x01(\x08\"H\n\x07Outcome\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12/\n\x0brecorded_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"7\n\rRecordRequest\x12\x15\n\rrequest_state\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\x0c\"@\n\x0eRecordResponse\x12.\n\nkept_until\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"C\n\nReasonRule\x12\x11\n\tgrpc_code\x18\x01 \x01(\x05\x12\x0f\n\x07rejects\x18\x02 \x01(\x08\x12\x11\n\tretryable\x18\x03 \x01(\x08*\xc7\x04\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\"\n\x14REASON_INVALID_STATE\x10\x01\x1a\x08\xfa\xcf\x18\x04\x08\x03\x10\x01\x12\x1c\n\x0eREASON_EXPIRED\x10\x02\x1a\x08\xfa\xcf\x18\x04\x08\t\x10\x01\x12\'\n\x19REASON_PRINCIPAL_MISMATCH\x10\x03\x1a\x08\xfa\xcf\x18\x04\x08\x07\x10\x01\x12%\n\x17REASON_REQUEST_MISMATCH\x10\x04\x1a\x08\xfa\xcf\x18\x04\x08\t\x10\x01\x12%\n\x17REASON_ALREADY_CONSUMED\x10\x05\x1a\x08\xfa\xcf\x18\x04\x08\x06\x10\x01\x12\'\n\x19REASON_LEDGER_UNAVAILABLE\x10\x06\x1a\x08\xfa\xcf\x18\x04\x08\x0e\x18\x01\x12#\n\x17REASON_INVALID_ARGUMENT\x10\x07\x1a\x06\xfa\xcf\x18\x02\x08\x03\x12%\n\x17REASON_KEYS_UNAVAILABLE\x10\x08\x1a\x08\xfa\xcf\x18\x04\x08\x0e\x18\x01\x12\"\n\x16REASON_UNAUTHENTICATED\x10\t\x1a\x06\xfa\xcf\x18\x02\x08\x10\x12\'\n\x19REASON_RESOURCE_EXHAUSTED\x10\n\x1a\x08\xfa\xcf\x18\x04\x08\x08\x18\x01\x12\x1b\n\x0fREASON_INTERNAL\x10\x0b\x1a\x06\xfa\xcf\x18\x02\x08\r\x12#\n\x15REASON_INPUT_MISMATCH\x10\x0c\x1a\x08\xfa\xcf\x18\x04\x08\t\x10\x01\x12!\n\x13REASON_FLOW_EXPIRED\x10\r\x1a\x08\xfa\xcf\x18\x04\x08\t\x10\x01\x12#\n\x15REASON_FLOW_EXHAUSTED\x10\x0e\x1a\x08\xfa\xcf\x18\x04\x08\t\x10\x01\x12 \n\x12REASON_IN_PROGRESS\x10\x0f\x1a\x08\xfa\xcf\x18\x04\x08\n\x18\x01\x32\xb9\x01\n\x06Sealer\x12\x37\n\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x12\x37\n\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponse\x12=\n\x06Record\x12\x18.sealer.v1.RecordRequest\x1a\x19.sealer.v1.RecordResponse:H\n\x04rule\x12!.google.protobuf.EnumValueOptions\x18\xff\x89\x03 \x01(\x0b\x32\x15.sealer.v1.ReasonRuleB5Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,30 +36,62 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sealer.v1.sealer_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z3github.com/mcp-sealer/sealer/gen/sealer/v1;sealerv1'
-  _globals['_REASON']._serialized_start=1314
-  _globals['_REASON']._serialized_end=1753
-  _globals['_BINDING']._serialized_start=132
-  _globals['_BINDING']._serialized_end=214
-  _globals['_SEALREQUEST']._serialized_start=217
-  _globals['_SEALREQUEST']._serialized_end=399
-  _globals['_FLOWREQUEST']._serialized_start=401
-  _globals['_FLOWREQUEST']._serialized_end=491
-  _globals['_INPUTKEYS']._serialized_start=493
-  _globals['_INPUTKEYS']._serialized_end=518
-  _globals['_FLOW']._serialized_start=520
-  _globals['_FLOW']._serialized_end=620
-  _globals['_SEALRESPONSE']._serialized_start=622
-  _globals['_SEALRESPONSE']._serialized_end=738
-  _globals['_OPENREQUEST']._serialized_start=741
-  _globals['_OPENREQUEST']._serialized_end=898
-  _globals['_OPENRESPONSE']._serialized_start=901
-  _globals['_OPENRESPONSE']._serialized_end=1114
-  _globals['_OUTCOME']._serialized_start=1116
-  _globals['_OUTCOME']._serialized_end=1188
-  _globals['_RECORDREQUEST']._serialized_start=1190
-  _globals['_RECORDREQUEST']._serialized_end=1245
-  _globals['_RECORDRESPONSE']._serialized_start=1247
-  _globals['_RECORDRESPONSE']._serialized_end=1311
-  _globals['_SEALER']._serialized_start=1756
-  _globals['_SEALER']._serialized_end=1941
+  _globals['_REASON'].values_by_name["REASON_INVALID_STATE"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_INVALID_STATE"]._serialized_options = b'\372\317\030\004\010\003\020\001'
+  _globals['_REASON'].values_by_name["REASON_EXPIRED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_EXPIRED"]._serialized_options = b'\372\317\030\004\010\t\020\001'
+  _globals['_REASON'].values_by_name["REASON_PRINCIPAL_MISMATCH"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_PRINCIPAL_MISMATCH"]._serialized_options = b'\372\317\030\004\010\007\020\001'
+  _globals['_REASON'].values_by_name["REASON_REQUEST_MISMATCH"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_REQUEST_MISMATCH"]._serialized_options = b'\372\317\030\004\010\t\020\001'
+  _globals['_REASON'].values_by_name["REASON_ALREADY_CONSUMED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_ALREADY_CONSUMED"]._serialized_options = b'\372\317\030\004\010\006\020\001'
+  _globals['_REASON'].values_by_name["REASON_LEDGER_UNAVAILABLE"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_LEDGER_UNAVAILABLE"]._serialized_options = b'\372\317\030\004\010\016\030\001'
+  _globals['_REASON'].values_by_name["REASON_INVALID_ARGUMENT"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_INVALID_ARGUMENT"]._serialized_options = b'\372\317\030\002\010\003'
+  _globals['_REASON'].values_by_name["REASON_KEYS_UNAVAILABLE"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_KEYS_UNAVAILABLE"]._serialized_options = b'\372\317\030\004\010\016\030\001'
+  _globals['_REASON'].values_by_name["REASON_UNAUTHENTICATED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_UNAUTHENTICATED"]._serialized_options = b'\372\317\030\002\010\020'
+  _globals['_REASON'].values_by_name["REASON_RESOURCE_EXHAUSTED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_RESOURCE_EXHAUSTED"]._serialized_options = b'\372\317\030\004\010\010\030\001'
+  _globals['_REASON'].values_by_name["REASON_INTERNAL"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_INTERNAL"]._serialized_options = b'\372\317\030\002\010\r'
+  _globals['_REASON'].values_by_name["REASON_INPUT_MISMATCH"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_INPUT_MISMATCH"]._serialized_options = b'\372\317\030\004\010\t\020\001'
+  _globals['_REASON'].values_by_name["REASON_FLOW_EXPIRED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_FLOW_EXPIRED"]._serialized_options = b'\372\317\030\004\010\t\020\001'
+  _globals['_REASON'].values_by_name["REASON_FLOW_EXHAUSTED"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_FLOW_EXHAUSTED"]._serialized_options = b'\372\317\030\004\010\t\020\001'
+  _globals['_REASON'].values_by_name["REASON_IN_PROGRESS"]._loaded_options = None
+  _globals['_REASON'].values_by_name["REASON_IN_PROGRESS"]._serialized_options = b'\372\317\030\004\010\n\030\001'
+  _globals['_REASON']._serialized_start=1417
+  _globals['_REASON']._serialized_end=2000
+  _globals['_BINDING']._serialized_start=166
+  _globals['_BINDING']._serialized_end=248
+  _globals['_SEALREQUEST']._serialized_start=251
+  _globals['_SEALREQUEST']._serialized_end=433
+  _globals['_FLOWREQUEST']._serialized_start=435
+  _globals['_FLOWREQUEST']._serialized_end=525
+  _globals['_INPUTKEYS']._serialized_start=527
+  _globals['_INPUTKEYS']._serialized_end=552
+  _globals['_FLOW']._serialized_start=554
+  _globals['_FLOW']._serialized_end=654
+  _globals['_SEALRESPONSE']._serialized_start=656
+  _globals['_SEALRESPONSE']._serialized_end=772
+  _globals['_OPENREQUEST']._serialized_start=775
+  _globals['_OPENREQUEST']._serialized_end=932
+  _globals['_OPENRESPONSE']._serialized_start=935
+  _globals['_OPENRESPONSE']._serialized_end=1148
+  _globals['_OUTCOME']._serialized_start=1150
+  _globals['_OUTCOME']._serialized_end=1222
+  _globals['_RECORDREQUEST']._serialized_start=1224
+  _globals['_RECORDREQUEST']._serialized_end=1279
+  _globals['_RECORDRESPONSE']._serialized_start=1281
+  _globals['_RECORDRESPONSE']._serialized_end=1345
+  _globals['_REASONRULE']._serialized_start=1347
+  _globals['_REASONRULE']._serialized_end=1414
+  _globals['_SEALER']._serialized_start=2003
+  _globals['_SEALER']._serialized_end=2188
 # @@protoc_insertion_point(module_scope)

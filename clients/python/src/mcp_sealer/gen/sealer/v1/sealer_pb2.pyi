@@ -8,12 +8,14 @@ the states; the README describes the REST mapping and the error reasons.
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf.internal import extension_dict as _extension_dict
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -86,14 +88,7 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     recorded (its handler still runs); retry with backoff.
     """
 
-class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
-    """Reason is why a call failed: the reason of the google.rpc.ErrorInfo
-    (domain sealer.mcp) in the status details, over gRPC and in the gateway's
-    JSON alike. It is sent as the value's name without the REASON_ prefix
-    (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
-    never sent. The README's error table gives the gRPC code and HTTP status
-    of each.
-    """
+class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper): ...
 
 REASON_UNSPECIFIED: Reason.ValueType  # 0
 """Not a reason; never sent."""
@@ -572,3 +567,53 @@ class RecordResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordResponse: _TypeAlias = RecordResponse  # noqa: Y015
+
+@_typing.final
+class ReasonRule(_message.Message):
+    """Reason is why a call failed: the reason of the google.rpc.ErrorInfo
+    (domain sealer.mcp) in the status details, over gRPC and in the gateway's
+    JSON alike. It is sent as the value's name without the REASON_ prefix
+    (REASON_EXPIRED as "EXPIRED"), never as a number; REASON_UNSPECIFIED is
+    never sent. The README's error table gives the gRPC code and HTTP status
+    of each.
+    ReasonRule is what a reason means to its caller, given once here on each
+    value of Reason (its option rule), where the service, the proxy and the
+    Go, TypeScript and Python clients read it: no copy of it is kept by hand.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRPC_CODE_FIELD_NUMBER: _builtins.int
+    REJECTS_FIELD_NUMBER: _builtins.int
+    RETRYABLE_FIELD_NUMBER: _builtins.int
+    grpc_code: _builtins.int
+    """The gRPC status code of the status that carries the reason, as a number
+    (google.rpc.Code: 3 INVALID_ARGUMENT, 6 ALREADY_EXISTS, 7
+    PERMISSION_DENIED, 8 RESOURCE_EXHAUSTED, 9 FAILED_PRECONDITION, 10
+    ABORTED, 13 INTERNAL, 14 UNAVAILABLE, 16 UNAUTHENTICATED). The REST
+    gateway answers the HTTP status grpc-gateway maps it to.
+    """
+    rejects: _builtins.bool
+    """Whether the reason refuses the client's state: the MCP server answers
+    invalid params (-32602), and the MCP client starts the request over.
+    """
+    retryable: _builtins.bool
+    """Whether the same call may succeed later, with backoff."""
+    def __init__(
+        self,
+        *,
+        grpc_code: _builtins.int = ...,
+        rejects: _builtins.bool = ...,
+        retryable: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grpc_code", b"grpc_code", "rejects", b"rejects", "retryable", b"retryable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReasonRule: _TypeAlias = ReasonRule  # noqa: Y015
+
+RULE_FIELD_NUMBER: _builtins.int
+rule: _extension_dict._ExtensionFieldDescriptor[_descriptor_pb2.EnumValueOptions, Global___ReasonRule]
+"""The rule of a value of Reason."""
