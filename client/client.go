@@ -80,14 +80,37 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// Errors of the sealer service. Where the core or the ledger has a sentinel
-// for a reason (sealer.ErrInvalid, sealer.ErrExpired,
-// sealer.ErrPrincipalMismatch, sealer.ErrRequestMismatch,
-// sealer.ErrInputMismatch, sealer.ErrFlowExpired, sealer.ErrFlowExhausted,
-// sealer.ErrArgument, ledger.ErrConsumed, ledger.ErrUnavailable), the error
-// matches it, so that errors.Is reads the same in process and over the
-// network; these are for the others.
+// Errors of the sealer service, one for each reason it sends, so that a
+// caller matches any of them from this one import. Where the core or the
+// ledger has the sentinel (sealer.ErrExpired, ledger.ErrConsumed...), the
+// error here is that one: errors.Is reads the same in process and over the
+// network.
 var (
+	// ErrInvalidState means the state is not an authentic state of this
+	// sealer and tenant. Rejected.
+	ErrInvalidState = sealer.ErrInvalid
+	// ErrExpired means the state is past its expiry. Rejected.
+	ErrExpired = sealer.ErrExpired
+	// ErrPrincipalMismatch means the state was issued to another principal.
+	// Rejected.
+	ErrPrincipalMismatch = sealer.ErrPrincipalMismatch
+	// ErrRequestMismatch means the state was issued for another request.
+	// Rejected.
+	ErrRequestMismatch = sealer.ErrRequestMismatch
+	// ErrInputMismatch means the retry answers other input keys than the
+	// state's round asked. Rejected.
+	ErrInputMismatch = sealer.ErrInputMismatch
+	// ErrFlowExpired means the state's flow is past its deadline. Rejected.
+	ErrFlowExpired = sealer.ErrFlowExpired
+	// ErrFlowExhausted means the state's flow used its rounds. Rejected.
+	ErrFlowExhausted = sealer.ErrFlowExhausted
+	// ErrAlreadyConsumed means the state opens once and was opened before
+	// (or, latest-only, a later round of its flow was). Rejected.
+	ErrAlreadyConsumed = ledger.ErrConsumed
+	// ErrLedgerUnavailable means the one-time ledger could not answer, so
+	// the open was refused (fail closed); retry later.
+	ErrLedgerUnavailable = ledger.ErrUnavailable
+
 	// ErrInvalidArgument means the sealer refused the request as malformed.
 	// It is sealer.ErrArgument, which the core returns for the same.
 	ErrInvalidArgument = sealer.ErrArgument

@@ -214,3 +214,26 @@ func TestClient_RecordOverEverySealersLimitRecordsNone(t *testing.T) {
 		t.Errorf("retry: got %v, want ledger.ErrConsumed (none recorded)", err)
 	}
 }
+
+// Every reason the sealer sends matches one error of this package: a caller
+// needs no other import to tell them.
+func TestEveryReasonHasAnErrorHere(t *testing.T) {
+	here := []error{ErrInvalidState, ErrExpired, ErrPrincipalMismatch, ErrRequestMismatch, ErrInputMismatch, ErrFlowExpired,
+		ErrFlowExhausted, ErrAlreadyConsumed, ErrLedgerUnavailable, ErrInvalidArgument, ErrUnauthenticated, ErrResourceExhausted,
+		ErrKeysUnavailable, ErrInProgress}
+	values := sealerv1.Reason(0).Descriptor().Values()
+	for i := range values.Len() {
+		r := sealerv1.Reason(values.Get(i).Number())
+		if r == sealerv1.Reason_REASON_UNSPECIFIED || r == sealerv1.Reason_REASON_INTERNAL {
+			continue // no error stands for these: the status's message says all
+		}
+		sentinel := sentinelOf(r)
+		found := false
+		for _, e := range here {
+			found = found || e == sentinel
+		}
+		if sentinel == nil || !found {
+			t.Errorf("%v: no error of package client stands for it", r)
+		}
+	}
+}
