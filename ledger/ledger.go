@@ -2,9 +2,11 @@
 // most once (R6).
 //
 // Backends live in packages of their own, so that a program links only the
-// one it uses: ledger/bolt (an embedded file, one process) and ledger/redis
-// (single node, Sentinel or Cluster, a fleet). ledgertest holds the
-// conformance suite every backend passes.
+// one it uses: ledger/embedded (a Pebble store in a local directory, one
+// process) and ledger/redis (single node, Sentinel or Cluster, a fleet).
+// ledgertest holds the conformance suite every backend passes. ledger/bolt
+// is no backend: it only reads the bbolt file of earlier releases, which
+// the embedded ledger imports once.
 //
 // A [Ledger] has two calls. Consume: the first call for a state id wins,
 // every later one gets [ErrConsumed]. Advance, for the flows whose states

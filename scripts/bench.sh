@@ -11,7 +11,7 @@
 #   ONLY=scale scripts/bench.sh   the scale curves alone (tenants, ledger
 #                                 states, key versions, payload)
 #   ONLY=ledger scripts/bench.sh  the embedded ledger beside the durable-append
-#                                 floor and bbolt, one-time Open over gRPC, and
+#                                 floor, one-time Open over gRPC, and
 #                                 sealer-proxy beside a plain reverse proxy
 #   ONLY=nemesis scripts/bench.sh the long nemesis run (about 30 minutes; as
 #                                 root: network namespaces)
@@ -112,18 +112,18 @@ if [ "${ONLY:-}" = nemesis ]; then
 fi
 
 # --- The embedded ledger at the disk's limit ------------------------------
-# ONLY=ledger scripts/bench.sh runs this section alone (about 15 minutes at
+# ONLY=ledger scripts/bench.sh runs this section alone (under 15 minutes at
 # the default LEDGER_STATES=0,1000000,10000000). In the data directory's file
 # system: the durable-append floor (64-byte records, one fdatasync per group
 # of whatever waits; and one per record), the embedded ledger's Consume and
-# Advance, and bbolt's (the ledger before), at 1 and 16 callers, in turns;
-# then a sweep of 1 M expiring entries under load. Then, on one sealer with
-# file keys and the embedded ledger: one-time Open beside ordinary Open over
-# gRPC, and sealer-proxy (latest-only flows, its default) beside a plain
-# httputil.ReverseProxy in front of the same MCP server.
+# Advance, at 1 and 16 callers, in turns; then a sweep of 1 M expiring
+# entries under load. Then, on one sealer with file keys and the embedded
+# ledger: one-time Open beside ordinary Open over gRPC, and sealer-proxy
+# (latest-only flows, its default) beside a plain httputil.ReverseProxy in
+# front of the same MCP server.
 if [ "${SKIP:-}" != ledger ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = ledger ]; }; then
 go build -o "$out/bin/" ./bench/sealer-scale
-step "ledger: the embedded ledger and bbolt beside the durable-append floor, live states ${LEDGER_STATES:-0,1000000,10000000}"
+step "ledger: the embedded ledger beside the durable-append floor, live states ${LEDGER_STATES:-0,1000000,10000000}"
 echo "uptime at the start: $(uptime)" | tee "$out/ledger.md"
 "$out/bin/sealer-scale" ledger -dir "$out" -states "${LEDGER_STATES:-0,1000000,10000000}" -sweep 1000000 -c 16 -rounds 3 -d 2s |
   tee -a "$out/ledger.md"

@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcp-sealer/sealer/ledger"
-	"github.com/mcp-sealer/sealer/ledger/bolt"
 	"github.com/mcp-sealer/sealer/ledger/embedded"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // store is a ledger under measurement: how to open it in dir and fill it.
+// The embedded ledger is the one store measured on disk; Redis has its own
+// measurement (redis.go).
 type store struct {
 	name    string
 	sub     string // its directory under the level's
@@ -47,18 +48,6 @@ var stores = []store{
 			// compactions done, not owed.
 			return l.(*embedded.Ledger).Compact()
 		},
-	},
-	{
-		name: "bbolt (before)",
-		sub:  "bolt",
-		open: func(dir string) (ledger.Ledger, func() error, error) {
-			l, err := bolt.Open(filepath.Join(dir, "bolt", "ledger.db"))
-			if err != nil {
-				return nil, nil, err
-			}
-			return l, l.Close, nil
-		},
-		preload: func(l ledger.Ledger, n int, until time.Time) error { return preloadBolt(l.(*bolt.Ledger), n, until) },
 	},
 }
 
@@ -94,7 +83,7 @@ func ledgerLevel(dir string, n, c, rounds int, d time.Duration, sweep bool, expi
 	base := filepath.Join(dir, fmt.Sprintf("ledger-%d", n))
 	os.RemoveAll(base)
 	defer os.RemoveAll(base)
-	if err := os.MkdirAll(filepath.Join(base, "bolt"), 0o700); err != nil {
+	if err := os.MkdirAll(base, 0o700); err != nil {
 		return err
 	}
 	floor, err := os.OpenFile(filepath.Join(base, "floor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)

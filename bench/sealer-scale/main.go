@@ -4,10 +4,10 @@
 //
 //	sealer-scale payload                 Seal+Open bytes/s by payload size beside raw XChaCha20-Poly1305
 //	sealer-scale ring -versions 1,1000   Open of the oldest and the newest version, memory per version
-//	sealer-scale ledger -dir D -states 0,1000000 the embedded ledger and bbolt beside the durable-append floor
+//	sealer-scale ledger -dir D -states 0,1000000 the embedded ledger beside the durable-append floor
 //	sealer-scale redis -addr A -states 0,1000000 the same in Redis, with MEMORY USAGE per state
 //
-// The ledgers are filled by a bulk loader (the embedded ledger's Preload,
+// The ledgers are filled by a bulk loader (the embedded ledger's Import,
 // Redis pipelines), not by one consume per state, so that 10 million states
 // take minutes; every state then counts as live until its expiry.
 package main
@@ -21,6 +21,9 @@ import (
 	"strings"
 	"time"
 )
+
+// scaleTenant is the tenant of every state the measurements write.
+const scaleTenant = "default"
 
 func main() {
 	if len(os.Args) < 2 {

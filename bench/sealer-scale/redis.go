@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,4 +137,14 @@ func infoInt(ctx context.Context, rc *goredis.Client, section, field string) int
 		}
 	}
 	return 0
+}
+
+// randomIDs returns n random state ids in ascending order.
+func randomIDs(n int) []sealer.StateID {
+	ids := make([]sealer.StateID, n)
+	for i := range ids {
+		rand.Read(ids[i][:])
+	}
+	slices.SortFunc(ids, func(a, b sealer.StateID) int { return bytes.Compare(a[:], b[:]) })
+	return ids
 }

@@ -1,113 +1,106 @@
 package bolt_test
 
 import (
-	"context"
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/ledger/bolt"
-	"github.com/mcp-sealer/sealer/ledger/ledgertest"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-func openBolt(t *testing.T, path string) *bolt.Ledger {
-	t.Helper()
-	b, err := bolt.Open(path)
+// fixture is a file the ledger of an earlier release wrote
+// (testdata/README.md says how).
+const fixture = "testdata/ledger.db"
+
+var (
+	live    = time.Date(2100, 1, 1, 0, 0, 0, 123e6, time.UTC)
+	expired = time.Date(2001, 1, 1, 0, 0, 0, 456e6, time.UTC)
+)
+
+// entry is one entry as Each gives it.
+type entry struct {
+	flow       bool
+	key, value string
+}
+
+func (e entry) String() string {
+	return fmt.Sprintf("{flow %v key %x value %x}", e.flow, e.key, e.value)
+}
+
+// key is a ledger key: the tenant, length-prefixed, then the id (its first
+// byte given, the others zero).
+func key(tenant string, first byte) string {
+	id := sealer.StateID{first}
+	return string(append(append([]byte{byte(len(tenant))}, tenant...), id[:]...))
+}
+
+func consumed(tenant string, id byte, until time.Time) entry {
+	return entry{false, key(tenant, id), string(binary.BigEndian.AppendUint64(nil, uint64(until.UnixMilli())))}
+}
+
+func flow(tenant string, id byte, round uint32, until time.Time) entry {
+	v := binary.BigEndian.AppendUint64(nil, uint64(until.UnixMilli()))
+	return entry{true, key(tenant, id), string(binary.BigEndian.AppendUint32(v, round))}
+}
+
+// R6: every entry of the earlier release's file is read, expired or not,
+// with its deadline and a flow's highest round, and the file is left as
+// it was.
+func TestEach_R6_ReadsEveryEntryOfAnEarlierRelease(t *testing.T) {
+	before, err := os.ReadFile(fixture)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
-
-func TestBolt_Conformance(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T) ledgertest.Subject {
-		b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
-		return ledgertest.Subject{
-			Ledger: b,
-			Expire: func(t *testing.T, until time.Time) {
-				if _, err := b.Sweep(until.Add(time.Millisecond)); err != nil {
-					t.Fatal(err)
-				}
-			},
-			Break: func(t *testing.T) { b.Close() },
-		}
+	var got []entry
+	err = bolt.Each(fixture, func(flow bool, key, value []byte) error {
+		got = append(got, entry{flow, string(key), string(value)})
+		return nil
 	})
-}
-
-func TestBolt_R6_ConsumedSurvivesRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	id := sealer.StateID{1, 2, 3}
-	b, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
+	want := []entry{
+		consumed("tenant-a", 1, live),
+		consumed("tenant-a", 2, live),
+		consumed("tenant-a", 3, live),
+		consumed("tenant-a", 4, expired),
+		flow("tenant-b", 8, 2, expired),
+		flow("tenant-b", 9, 5, live),
 	}
-	b.Close()
-	b = openBolt(t, path)
-	if err := b.Consume(context.Background(), "t", id, time.Now().Add(time.Hour)); !errors.Is(err, ledger.ErrConsumed) {
-		t.Fatalf("after reopening: got %v, want ErrConsumed", err)
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries, want %d: %v", len(got), len(want), got)
 	}
-}
-
-func TestBolt_R7_SweepKeepsOnlyLiveEntries(t *testing.T) {
-	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
-	now := time.Now()
-	var wg sync.WaitGroup
-	for w := range 100 {
-		wg.Go(func() {
-			for i := w; i < 25000; i += 100 {
-				id := sealer.StateID{byte(i), byte(i >> 8), byte(i >> 16)}
-				// Far enough ahead that a slow machine's consumes never
-				// reach it (each is an fsync).
-				until := now.Add(time.Hour)
-				if i%5 == 0 {
-					until = now.Add(3 * time.Hour)
-				}
-				if err := b.Consume(context.Background(), "t", id, until); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	n, err := b.Sweep(now.Add(2 * time.Hour))
-	if err != nil || n != 20000 {
-		t.Fatalf("swept %d, %v; want 20000", n, err)
-	}
-	if left, err := b.Len(); err != nil || left != 5000 {
-		t.Fatalf("left %d, %v; want 5000", left, err)
-	}
-}
-
-func TestBolt_SecondProcessIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	openBolt(t, path)
-	if _, err := bolt.Open(path); err == nil {
-		t.Fatal("opened a ledger file held by another handle")
-	}
-}
-
-func TestBolt_PreloadedStatesAreConsumed(t *testing.T) {
-	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"))
-	ids := []sealer.StateID{{1}, {2}, {3}}
-	now := time.Now()
-	if err := b.Preload("t", ids, now.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if err := b.Consume(context.Background(), "t", id, now.Add(time.Minute)); !errors.Is(err, ledger.ErrConsumed) {
-			t.Errorf("preloaded %x: got %v, want ErrConsumed", id[:1], err)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
-	if n, err := b.Sweep(now.Add(2 * time.Minute)); err != nil || n != 3 {
-		t.Errorf("swept %d, %v; want 3", n, err)
+	if after, err := os.ReadFile(fixture); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the file changed (%v): it must be read only", err)
+	}
+}
+
+func TestEach_StopsAtPutsError(t *testing.T) {
+	stop := errors.New("stop")
+	calls := 0
+	err := bolt.Each(fixture, func(bool, []byte, []byte) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("got %v after %d calls, want put's error after 1", err, calls)
+	}
+}
+
+func TestEach_MissingFileIsAnErrorAndStaysMissing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if err := bolt.Each(path, func(bool, []byte, []byte) error { return nil }); err == nil {
+		t.Error("got nil, want an error")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Each: stat got %v, want not exist", err)
 	}
 }

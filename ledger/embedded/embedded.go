@@ -727,11 +727,12 @@ func (l *Ledger) Compact() error {
 }
 
 // Import records entries of a ledger written by an earlier release
-// (ledger/bolt): each calls put once per entry, with whether it is a
+// (ledger/bolt's Each): each calls put once per entry, with whether it is a
 // flow's, its key (the tenant length-prefixed, then the id) and its value
-// (until, and a flow's round, as this ledger keeps them). The entries are
-// durable when Import returns; a second import of the same entries changes
-// nothing.
+// (until, and a flow's round, as this ledger keeps them). Entries already
+// expired are recorded like the others; the next sweep deletes them. The
+// entries are durable when Import returns; a second import of the same
+// entries changes nothing.
 func (l *Ledger) Import(each func(put func(flow bool, key, value []byte) error) error) (int, error) {
 	l.life.RLock()
 	defer l.life.RUnlock()

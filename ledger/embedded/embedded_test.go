@@ -3,7 +3,6 @@ package embedded_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -151,39 +150,45 @@ func TestEmbedded_SecondProcessIsRefused(t *testing.T) {
 	}
 }
 
-// A directory the bbolt ledger wrote is imported whole: every consumed
-// state and every flow's round stays as it was.
-func TestEmbedded_ImportsBoltLedger(t *testing.T) {
+// R6: the file of an earlier release's bbolt ledger
+// (ledger/bolt/testdata/README.md) is imported whole: every entry, each
+// with its deadline, so that every consumed state and every flow's round
+// stays as it was. An entry already expired is imported like the others
+// and goes at the first sweep, as it would have in the old ledger.
+func TestEmbedded_R6_ImportsBoltLedger(t *testing.T) {
+	const old = "../bolt/testdata/ledger.db"
 	ctx, until := context.Background(), time.Now().Add(time.Hour)
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	old, err := bolt.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []sealer.StateID{{1}, {2}, {3}}
-	for _, id := range ids {
-		if err := old.Consume(ctx, "tenant-a", id, until); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := old.Advance(ctx, "tenant-b", sealer.FlowID{9}, 5, until); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
-
 	l := open(t, t.TempDir())
 	for range 2 { // a second import changes nothing
-		n, err := l.Import(func(put func(bool, []byte, []byte) error) error { return bolt.Each(path, put) })
-		if err != nil || n != 4 {
-			t.Fatalf("imported %d, %v; want 4", n, err)
+		n, err := l.Import(func(put func(bool, []byte, []byte) error) error { return bolt.Each(old, put) })
+		if err != nil || n != 6 {
+			t.Fatalf("imported %d, %v; want 6", n, err)
 		}
 	}
-	for _, id := range ids {
+	if n, err := l.Len(); err != nil || n != 6 {
+		t.Fatalf("after the import: %d entries, %v; want 6", n, err)
+	}
+	for _, id := range []sealer.StateID{{1}, {2}, {3}, {4}} {
 		if err := l.Consume(ctx, "tenant-a", id, until); !errors.Is(err, ledger.ErrConsumed) {
 			t.Errorf("imported state %x: got %v, want ErrConsumed", id[:1], err)
 		}
 	}
-	if err := l.Consume(ctx, "tenant-b", ids[0], until); err != nil {
+	if err := l.Advance(ctx, "tenant-b", sealer.FlowID{8}, 2, until); !errors.Is(err, ledger.ErrConsumed) {
+		t.Errorf("imported expired flow round 2: got %v, want ErrConsumed", err)
+	}
+	// A cut between the expired deadlines (2001) and the live ones (2100).
+	if n, err := l.Sweep(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil || n != 2 {
+		t.Fatalf("swept %d, %v; want the 2 expired entries", n, err)
+	}
+	if n, err := l.Len(); err != nil || n != 4 {
+		t.Fatalf("after the sweep: %d entries, %v; want the 4 live ones", n, err)
+	}
+	for _, id := range []sealer.StateID{{1}, {2}, {3}} {
+		if err := l.Consume(ctx, "tenant-a", id, until); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("after the sweep, imported state %x: got %v, want ErrConsumed", id[:1], err)
+		}
+	}
+	if err := l.Consume(ctx, "tenant-b", sealer.StateID{1}, until); err != nil {
 		t.Errorf("another tenant's state: got %v, want nil", err)
 	}
 	if err := l.Advance(ctx, "tenant-b", sealer.FlowID{9}, 5, until); !errors.Is(err, ledger.ErrConsumed) {
@@ -191,9 +196,6 @@ func TestEmbedded_ImportsBoltLedger(t *testing.T) {
 	}
 	if err := l.Advance(ctx, "tenant-b", sealer.FlowID{9}, 6, until); err != nil {
 		t.Errorf("imported flow round 6: got %v, want nil", err)
-	}
-	if n, err := l.Sweep(until.Add(time.Minute)); err != nil || n != 5 {
-		t.Errorf("imported entries swept: %d, %v; want 5", n, err)
 	}
 }
 
