@@ -84,8 +84,6 @@ func checkKeys(ctx context.Context, cfg Config, log *slog.Logger) error {
 			// it when done, so that checks leave no tokens behind.
 			defer o.login.Client.Auth().Token().RevokeSelfWithContext(context.WithoutCancel(ctx), "")
 		}
-	}
-	if o.login != nil {
 		if err := checkVault(ctx, cfg, o.login.Client); err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +11,6 @@ import (
 	"strings"
 	"time"
 
-	vaultapi "github.com/hashicorp/vault/api"
-	"github.com/hashicorp/vault/api/auth/approle"
-	"github.com/hashicorp/vault/api/auth/kubernetes"
-
-	"github.com/mcp-sealer/sealer/internal/secretfile"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/keys/vault"
 )
@@ -154,10 +148,11 @@ func openKeyFile(_ context.Context, cfg Config, log *slog.Logger) (openedSource,
 // openVault opens a Vault source (Transit or KV v2) with the login that
 // keeps its client authenticated: logged in again when Vault denies it.
 func openVault(ctx context.Context, cfg Config, log *slog.Logger) (openedSource, error) {
-	client, login, err := vaultClient(cfg.Vault, log)
+	login, err := vaultLogin(cfg.Vault, log)
 	if err != nil {
 		return openedSource{}, err
 	}
+	client := login.Client
 	var src keys.Source
 	switch v := cfg.Vault; cfg.Keys {
 	case "vault-transit":
@@ -216,84 +211,18 @@ func keyFile(cfg Config, log *slog.Logger) (string, error) {
 	return path, nil
 }
 
-// vaultClient returns a Vault client for c and the login that keeps it
-// authenticated.
-func vaultClient(c VaultConfig, log *slog.Logger) (*vaultapi.Client, *vault.Login, error) {
-	vc := vaultapi.DefaultConfig() // reads the VAULT_* variables
-	if vc.Error != nil {
-		return nil, nil, fmt.Errorf("vault: %v", vc.Error)
-	}
-	if c.Addr != "" {
-		vc.Address = c.Addr
-	}
-	if c.CAFile != "" || c.ClientCert != "" || c.ClientKey != "" {
-		if err := vc.ConfigureTLS(&vaultapi.TLSConfig{CACert: c.CAFile, ClientCert: c.ClientCert, ClientKey: c.ClientKey}); err != nil {
-			return nil, nil, fmt.Errorf("vault TLS: %v", err)
-		}
-	}
-	vc.MaxRetries = 1
-	vc.Timeout = 10 * time.Second
-	client, err := vaultapi.NewClient(vc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("vault: %v", err)
-	}
-	if c.Namespace != "" {
-		client.SetNamespace(c.Namespace)
-	}
-	login := &vault.Login{Client: client, Name: cmp.Or(c.Auth, "token"),
+// vaultLogin maps c to vault.Options: the Vault client and the login that
+// keeps it authenticated are built in keys/vault.
+func vaultLogin(c VaultConfig, log *slog.Logger) (*vault.Login, error) {
+	return vault.NewLogin(vault.Options{
+		Addr: c.Addr, Namespace: c.Namespace,
+		CAFile: c.CAFile, ClientCert: c.ClientCert, ClientKey: c.ClientKey,
+		Auth: c.Auth, AuthMount: c.AuthMount, TokenFile: c.TokenFile,
+		RoleIDFile: c.RoleIDFile, SecretIDFile: c.SecretIDFile,
+		KubernetesRole: c.KubernetesRole, KubernetesJWT: c.KubernetesJWT,
 		Report: func(err error) { log.Warn("vault login", "cause", err.Error()) },
-		Info:   func(msg string, args ...any) { log.Info(msg, args...) }}
-	switch c.Auth {
-	case "", "token":
-		if c.TokenFile != "" {
-			login.Name = "token file"
-			tf := vault.TokenFile{Path: c.TokenFile}
-			token, err := tf.Token()
-			if err != nil {
-				return nil, nil, err // missing or empty: configuration
-			}
-			client.SetToken(token)
-			login.Method = tf
-			break
-		}
-		if client.Token() == "" {
-			return nil, nil, errors.New("vault token auth: set VAULT_TOKEN or --vault-token-file")
-		}
-	case "approle":
-		if c.RoleIDFile == "" || c.SecretIDFile == "" {
-			return nil, nil, errors.New("vault approle: set --vault-role-id-file and --vault-secret-id-file")
-		}
-		roleID, err := secretfile.ReadToken(c.RoleIDFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("vault approle role id file: %v", err)
-		}
-		// The Vault library reads the secret id at every login: its file is
-		// checked here, as every credential file is.
-		if err := secretfile.Check(c.SecretIDFile); err != nil {
-			return nil, nil, fmt.Errorf("vault approle secret id file: %v", err)
-		}
-		m, err := approle.NewAppRoleAuth(roleID, &approle.SecretID{FromFile: c.SecretIDFile}, approle.WithMountPath(cmp.Or(c.AuthMount, "approle")))
-		if err != nil {
-			return nil, nil, fmt.Errorf("vault approle: %v", err)
-		}
-		login.Method = m
-	case "kubernetes":
-		opts := []kubernetes.LoginOption{kubernetes.WithMountPath(cmp.Or(c.AuthMount, "kubernetes"))}
-		if c.KubernetesJWT != "" { // else the pod's own service-account token
-			if err := secretfile.Check(c.KubernetesJWT); err != nil {
-				return nil, nil, fmt.Errorf("vault kubernetes token file: %v", err)
-			}
-			opts = append(opts, kubernetes.WithServiceAccountTokenPath(c.KubernetesJWT))
-		}
-		m, err := kubernetes.NewKubernetesAuth(c.KubernetesRole, opts...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("vault kubernetes: %v", err)
-		}
-		login.Method = m
-	default:
-		return nil, nil, fmt.Errorf("vault-auth %q: want token, approle or kubernetes", c.Auth)
-	}
-	return client, login, nil
+		Info:   func(msg string, args ...any) { log.Info(msg, args...) },
+	})
 }
 
 // onChange calls changed whenever the file at path changes (its modification

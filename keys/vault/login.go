@@ -227,10 +227,8 @@ func (f TokenFile) Login(ctx context.Context, c *vaultapi.Client) (*vaultapi.Sec
 }
 
 // Token reads the token the file holds now, without calling Vault.
-func (f TokenFile) Token() (string, error) { return readToken(f.Path) }
-
-func readToken(path string) (string, error) {
-	token, err := secretfile.ReadToken(path)
+func (f TokenFile) Token() (string, error) {
+	token, err := secretfile.ReadToken(f.Path)
 	if err != nil {
 		return "", fmt.Errorf("keys: vault token file: %v", err)
 	}

@@ -1,8 +1,9 @@
 // Package vault loads key rings from HashiCorp Vault or OpenBao: master key
 // versions derived inside Transit from a key that never leaves it
 // ([Transit]), read out of an exportable Transit key ([TransitExport]), or
-// read from the versions of a KV v2 secret ([KV]); and it keeps a Vault
-// client logged in ([Login]). Each source is a [keys.Source] for a
+// read from the versions of a KV v2 secret ([KV]); and it builds a Vault
+// client with its login from plain [Options] ([NewLogin]) and keeps it
+// logged in ([Login]). Each source is a [keys.Source] for a
 // [keys.Refresher]. Only programs that take keys from Vault link it.
 package vault
 
