@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The load harness: one command for every figure of the "proof under load"
-# section of BENCHMARKS.md. It builds the binaries, starts a Vault dev server,
-# Redis and sealers on loopback ports, runs bench/sealer-load, and writes the
-# tables, timelines and the soak plot into bench-results/<time>/.
+# The load harness: one command for the figures of BENCHMARKS.md (each
+# section names the ONLY= part that printed them). It builds the binaries,
+# starts a Vault dev server, Redis and sealers on loopback ports, runs
+# bench/sealer-load, and writes the tables, timelines and the soak plot into
+# bench-results/<time>/.
 #
 #   scripts/bench.sh            everything (about 40 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
