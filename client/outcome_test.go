@@ -125,11 +125,11 @@ func TestClient_OutcomeRequests(t *testing.T) {
 	}
 }
 
-// Against a real sealer: the open that consumes a one-time state records;
-// its retry waits for the outcome (ErrInProgress at its deadline) and then
-// gets it; a retry that fails a check gets that check's error, never the
-// outcome; a second Record is ledger.ErrConsumed.
-func TestClient_RecordedOutcome(t *testing.T) {
+// recordingOpen starts a sealer that waits a minute for outcomes, seals a
+// one-time state of a pay call for alice and opens it with RecordOutcome:
+// the retry's request, and what that first open returned.
+func recordingOpen(t *testing.T) (*Client, OpenRequest, *Opened) {
+	t.Helper()
 	sc := startSealer(t, func(c *server.Config) { c.OutcomeWait = time.Minute })
 	ctx := context.Background()
 	call := ToolCall("pay", []byte(`{"amount":42}`))
@@ -142,12 +142,22 @@ func TestClient_RecordedOutcome(t *testing.T) {
 	if err != nil || !first.Recording || first.Outcome != nil || string(first.Payload) != "p" {
 		t.Fatalf("first open: got %+v, %v; want the payload, Recording, no outcome", first, err)
 	}
+	return sc, retry, first
+}
+
+// Against a real sealer: the open that consumes a one-time state records;
+// its retry waits for the outcome (ErrInProgress at its deadline) and then
+// gets it; a retry that fails a check gets that check's error, never the
+// outcome; a second Record is ledger.ErrConsumed.
+func TestClient_RecordedOutcome(t *testing.T) {
+	sc, retry, first := recordingOpen(t)
+	ctx := context.Background()
 
 	// The sealer answers IN_PROGRESS a tenth of the deadline before it (at
 	// least 50ms), to leave the answer time to arrive: 5s leaves it half a
 	// second, enough on a loaded machine.
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = sc.Open(short, retry)
+	_, err := sc.Open(short, retry)
 	cancel()
 	if !errors.Is(err, ErrInProgress) || Rejected(err) {
 		t.Errorf("a retry before the outcome is recorded: got %v, want ErrInProgress, not Rejected", err)
@@ -192,18 +202,9 @@ func TestClient_RecordedOutcome(t *testing.T) {
 // recorded as none: a retry is refused at once instead of waiting out
 // --outcome-wait.
 func TestClient_RecordOverEverySealersLimitRecordsNone(t *testing.T) {
-	sc := startSealer(t, func(c *server.Config) { c.OutcomeWait = time.Minute })
+	sc, retry, _ := recordingOpen(t)
 	ctx := context.Background()
-	call := ToolCall("pay", []byte(`{"amount":42}`))
-	state, _, err := sc.Seal(ctx, SealRequest{Principal: "alice", Request: call, Payload: []byte("p"), TTL: time.Minute, OneTime: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	retry := OpenRequest{State: state, Principal: "alice", Request: call, RecordOutcome: true}
-	if _, err := sc.Open(ctx, retry); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Record(ctx, state, make([]byte, 3<<20)); !errors.Is(err, ErrInvalidArgument) {
+	if err := sc.Record(ctx, retry.State, make([]byte, 3<<20)); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Record of 3 MiB: got %v, want ErrInvalidArgument", err)
 	}
 	// A deadline well inside --outcome-wait: a retry that waited for an
