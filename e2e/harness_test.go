@@ -150,9 +150,9 @@ func startBinary(t *testing.T, binary string, env []string, dataDir string, flag
 			<-p.exited
 			t.Fatalf("%v: %v\n%s", err, p.exitErr, p.logs)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(loadedBound):
 		cmd.Process.Kill()
-		t.Fatalf("sealer did not listen within 15s:\n%s", p.logs)
+		t.Fatalf("sealer did not listen within %v:\n%s", loadedBound, p.logs)
 	}
 	t.Cleanup(func() {
 		select {
@@ -341,6 +341,11 @@ func concurrently(n int, call func(i int) string) map[string]int {
 	return reasons
 }
 
+// loadedBound is the least time a test waits for a condition before it
+// fails: the test command runs beside other work, on machines many times
+// slower than a quiet one, and a bound only ends a wait that never ends.
+const loadedBound = 2 * time.Minute
+
 // startUntil starts cmd, stops it when the test ends, and waits until a
 // line of its standard error matches re; it returns the submatches.
 func startUntil(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp) []string {
@@ -353,10 +358,16 @@ func startUntil(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan []string, 1)
+	found, ended := make(chan []string, 1), make(chan struct{})
+	var mu sync.Mutex
+	var tail []string // the last lines, for a program that never started
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			mu.Lock()
+			tail = append(tail[max(len(tail)-19, 0):], sc.Text())
+			mu.Unlock()
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m:
@@ -365,11 +376,21 @@ func startUntil(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp) []string {
 			}
 		}
 	}()
+	// A Python server imports the MCP SDK first: seconds on a quiet machine,
+	// far more on a loaded one. The bound only ends a program that hangs.
 	select {
 	case m := <-found:
 		return m
-	case <-time.After(15 * time.Second):
-		t.Fatalf("%s did not start", filepath.Base(cmd.Path))
-		return nil
+	case <-ended:
+		select {
+		case m := <-found:
+			return m
+		default:
+		}
+	case <-time.After(loadedBound):
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Fatalf("%s did not start; its last lines:\n%s", filepath.Base(cmd.Path), strings.Join(tail, "\n"))
+	return nil
 }
