@@ -1,0 +1,149 @@
+// Package depmap holds CONTRIBUTING.md's map to the code: each Go package
+// imports only what its row says it may, so that the map a newcomer reads
+// is the one the compiler sees.
+package depmap
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcp-sealer/sealer/"
+
+// row is one line of the map: the packages it names (a trailing * names
+// every package with that prefix) and what they may import of this module.
+type row struct {
+	names    []string
+	may      []string
+	anything bool // "anything", or "everything above": the rows above
+}
+
+var ticked = regexp.MustCompile("`([^`]+)`")
+
+// readMap reads the table under "## Map" of CONTRIBUTING.md.
+func readMap(t *testing.T) []row {
+	t.Helper()
+	f, err := os.Open("../../CONTRIBUTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []row
+	inMap := false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			inMap = line == "## Map"
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if !inMap || len(cells) < 5 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") || strings.TrimSpace(cells[1]) == "package" {
+			continue
+		}
+		var r row
+		for _, m := range ticked.FindAllStringSubmatch(cells[1], -1) {
+			r.names = append(r.names, m[1])
+		}
+		may := cells[3]
+		for _, m := range ticked.FindAllStringSubmatch(may, -1) {
+			r.may = append(r.may, m[1])
+		}
+		if strings.Contains(may, "everything above") {
+			for _, above := range rows {
+				r.may = append(r.may, above.names...)
+			}
+		}
+		r.anything = strings.TrimSpace(may) == "anything"
+		rows = append(rows, r)
+	}
+	if len(rows) < 10 {
+		t.Fatalf("CONTRIBUTING.md: %d rows under ## Map; the table moved?", len(rows))
+	}
+	return rows
+}
+
+// names reports whether pattern (a package, or a prefix ending in *) names
+// the package p, or, as a parent, a package below it.
+func names(pattern, p string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(p, prefix)
+	}
+	pattern = strings.TrimSuffix(pattern, "/")
+	return p == pattern || strings.HasPrefix(p, pattern+"/")
+}
+
+// rowOf is the row of package p: the one naming it, or else its nearest
+// parent's.
+func rowOf(rows []row, p string) (row, bool) {
+	for q := p; q != "."; q = path.Dir(q) {
+		for _, r := range rows {
+			for _, n := range r.names {
+				if n == q || strings.HasSuffix(n, "*") && names(n, q) {
+					return r, true
+				}
+			}
+		}
+	}
+	return row{}, false
+}
+
+func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
+	rows := readMap(t)
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for dec.More() {
+		var pkg struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&pkg); err != nil {
+			t.Fatal(err)
+		}
+		p, ok := strings.CutPrefix(pkg.ImportPath, module)
+		if !ok || strings.HasPrefix(p, "gen/") {
+			continue
+		}
+		r, ok := rowOf(rows, p)
+		if !ok {
+			t.Errorf("%s: in no row of CONTRIBUTING.md's map", p)
+			continue
+		}
+		checked++
+		if r.anything {
+			continue
+		}
+		for _, imp := range pkg.Imports {
+			q, ok := strings.CutPrefix(imp, module)
+			if !ok || rowOfSame(rows, p, q) {
+				continue
+			}
+			if !slices.ContainsFunc(r.may, func(m string) bool { return names(m, q) }) {
+				t.Errorf("%s imports %s, which its row in CONTRIBUTING.md's map does not allow (may import: %v)", p, q, r.may)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked %d packages against the map, want every package of the module", checked)
+	}
+}
+
+// rowOfSame reports whether q is in p's own row (a row may name several
+// packages, which use one another).
+func rowOfSame(rows []row, p, q string) bool {
+	rp, _ := rowOf(rows, p)
+	rq, _ := rowOf(rows, q)
+	return slices.Equal(rp.names, rq.names)
+}
