@@ -235,9 +235,9 @@ func TestOutcomes_Proxy_LostAnswerIsReplayed(t *testing.T) {
 				if err != nil || got.Error == nil || got.Error.Code != -32602 || strings.Contains(got.body, "Paid") || strings.Contains(got.body, "42.00") {
 					t.Errorf("%s: got %v (%q), %v; want -32602 without the lostPayment's answer", r.what, got, got.body, err)
 				}
-				if !strings.Contains(s.logs.String(), `"reason":"`+r.reason+`"`) {
-					t.Errorf("%s: the sealer logged no %s", r.what, r.reason)
-				}
+				waitFor(t, r.what+": the sealer to log "+r.reason, 5*time.Second, func() bool {
+					return strings.Contains(s.logs.String(), `"reason":"`+r.reason+`"`)
+				})
 			}
 			if got := up.calls(t); got != ran {
 				t.Errorf("the refused retries reached the upstream %d times, want never", got-ran)
@@ -258,9 +258,12 @@ func TestOutcomes_Proxy_OffRefusesTheRetry(t *testing.T) {
 	loseAnswer(t, c, up, lostPayment.tool, round2)
 	ran := up.calls(t)
 	r, err := postToolCall(c.endpoint(), "alice-token", 2, lostPayment.tool, round2)
-	if err != nil || r.Error == nil || r.Error.Code != -32602 || up.calls(t) != ran || !strings.Contains(s.logs.String(), `"reason":"ALREADY_CONSUMED"`) {
+	if err != nil || r.Error == nil || r.Error.Code != -32602 || up.calls(t) != ran {
 		t.Fatalf("the retry: got %v, %v, %d more upstream calls; want -32602 (ALREADY_CONSUMED), none", r, err, up.calls(t)-ran)
 	}
+	waitFor(t, "the sealer to log ALREADY_CONSUMED", 5*time.Second, func() bool {
+		return strings.Contains(s.logs.String(), `"reason":"ALREADY_CONSUMED"`)
+	})
 }
 
 // TestOutcomes_Proxy_LostNextRoundIsReplayed: the answer lost is round 2
@@ -327,9 +330,11 @@ func TestOutcomes_Proxy_RefusedAfterTheEntrysLife(t *testing.T) {
 		t.Fatalf("a retry: got %v, %v; want the same answer, or -32602 without it", r, err)
 		return false
 	})
-	if !strings.Contains(s.logs.String(), `"reason":"EXPIRED"`) || up.calls(t) != ran {
-		t.Errorf("the sealer logged EXPIRED: %v; the upstream ran %d more calls; want EXPIRED and none",
-			strings.Contains(s.logs.String(), `"reason":"EXPIRED"`), up.calls(t)-ran)
+	waitFor(t, "the sealer to log EXPIRED", 5*time.Second, func() bool {
+		return strings.Contains(s.logs.String(), `"reason":"EXPIRED"`)
+	})
+	if up.calls(t) != ran {
+		t.Errorf("the upstream ran %d more calls; want none", up.calls(t)-ran)
 	}
 	t.Logf("%d retries replayed before the state expired, then refused", replayed)
 }
