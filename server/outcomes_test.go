@@ -139,14 +139,14 @@ func TestOutcomes_R1_AWaitingRetryHoldsNoSlot(t *testing.T) {
 			resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
 			retried <- r + " " + string(resp.GetOutcome().GetData())
 		}()
-		for deadline := time.Now().Add(30 * time.Second); len(tn.limiter.parked) <= i || len(s.inFlight) > 0 || len(tn.limiter.sem) > 0; {
+		for deadline := time.Now().Add(2 * time.Minute); len(tn.limiter.parked) <= i || len(s.inFlight) > 0 || len(tn.limiter.sem) > 0; {
 			select {
 			case r := <-retried:
 				t.Fatalf("retry %d, %d parked before it: %s", i+1, i, r)
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("retry %d not parked after 30s", i+1)
+				t.Fatalf("retry %d not parked after 2m", i+1)
 			}
 			time.Sleep(time.Millisecond)
 		}
