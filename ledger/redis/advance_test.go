@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcp-sealer/sealer/internal/testredis"
 	"github.com/mcp-sealer/sealer/ledger"
-	"github.com/mcp-sealer/sealer/ledger/redis"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
@@ -66,15 +65,7 @@ func TestRedis_AdvanceValues(t *testing.T) {
 // advance gave it (never shortened).
 // Once the replica is back, the same advance wins.
 func TestRedis_Replicas_AdvanceUndone(t *testing.T) {
-	primary := testredis.Start(t, false, aclUser("~sealer:v1:flow:*", "+get", "+pttl", "+wait", "+del")...)
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
-	testredis.WaitLinked(t, replica)
-	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: replicasTimeout, Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	primary, replica, r := withReplica(t, aclUser("~sealer:v1:flow:*", "+get", "+pttl", "+wait", "+del")...)
 	admin := primary.Client(t)
 	ctx := context.Background()
 	fresh, atThree := sealer.FlowID{1}, sealer.FlowID{2}

@@ -127,19 +127,28 @@ func TestRedis_Cluster_ACL(t *testing.T) {
 	}
 }
 
-// TestRedis_Replicas_Wait: with Replicas 1 a consume returns once the
-// replica holds the key; with the replica gone it is refused and its key
-// deleted, so that the state can be consumed once the replica is back.
-func TestRedis_Replicas_Wait(t *testing.T) {
-	primary := testredis.Start(t, false, aclUser("+wait", "+del")...)
+// withReplica starts a primary whose ACL user sealer has the permissions
+// acl, a replica linked to it, and a ledger on the primary that waits for
+// that one replica (Replicas 1), closed when the test ends.
+func withReplica(t *testing.T, acl ...string) (primary, replica *testredis.Server, r *redis.Ledger) {
+	t.Helper()
+	primary = testredis.Start(t, false, acl...)
 	_, port, _ := strings.Cut(primary.Addr, ":")
-	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
+	replica = testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
 	testredis.WaitLinked(t, replica)
 	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: replicasTimeout, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return primary, replica, r
+}
+
+// TestRedis_Replicas_Wait: with Replicas 1 a consume returns once the
+// replica holds the key; with the replica gone it is refused and its key
+// deleted, so that the state can be consumed once the replica is back.
+func TestRedis_Replicas_Wait(t *testing.T) {
+	primary, replica, r := withReplica(t, aclUser("+wait", "+del")...)
 	ctx := context.Background()
 	for i := range 20 {
 		if err := consume(r, i); err != nil {
@@ -179,15 +188,7 @@ func TestRedis_Replicas_Wait(t *testing.T) {
 // that round's outcome), and a record is refused but stays: it is the
 // outcome of a handler that ran.
 func TestRedis_Replicas_Outcomes(t *testing.T) {
-	primary := testredis.Start(t, false, aclUser("~sealer:v1:flow:*", "+get", "+pttl", "+wait", "+del")...)
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	replica := testredis.Start(t, false, "--replicaof", "127.0.0.1", port)
-	testredis.WaitLinked(t, replica)
-	r, err := redis.New(redis.Options{URL: "redis://sealer:s3cret-pw@" + primary.Addr + "/0", Timeout: replicasTimeout, Replicas: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	primary, replica, r := withReplica(t, aclUser("~sealer:v1:flow:*", "+get", "+pttl", "+wait", "+del")...)
 	ctx, until := context.Background(), time.Now().Add(time.Minute)
 	flow := sealer.FlowID{9}
 	acked, unacked, round1 := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{ID: sealer.StateID{2}}, ledger.Entry{Flow: flow, Round: 1}
