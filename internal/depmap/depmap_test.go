@@ -79,19 +79,19 @@ func names(pattern, p string) bool {
 	return p == pattern || strings.HasPrefix(p, pattern+"/")
 }
 
-// rowOf is the row of package p: the one naming it, or else its nearest
-// parent's.
-func rowOf(rows []row, p string) (row, bool) {
+// rowOf is the index of package p's row: the one naming it, or else its
+// nearest parent's; -1 for none.
+func rowOf(rows []row, p string) int {
 	for q := p; q != "."; q = path.Dir(q) {
-		for _, r := range rows {
+		for i, r := range rows {
 			for _, n := range r.names {
 				if n == q || strings.HasSuffix(n, "*") && names(n, q) {
-					return r, true
+					return i
 				}
 			}
 		}
 	}
-	return row{}, false
+	return -1
 }
 
 func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
@@ -116,21 +116,27 @@ func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
 		if !ok || strings.HasPrefix(p, "gen/") {
 			continue
 		}
-		r, ok := rowOf(rows, p)
-		if !ok {
+		i := rowOf(rows, p)
+		if i < 0 {
 			t.Errorf("%s: in no row of CONTRIBUTING.md's map", p)
 			continue
 		}
 		checked++
-		if r.anything {
-			continue
-		}
+		r := rows[i]
 		for _, imp := range pkg.Imports {
 			q, ok := strings.CutPrefix(imp, module)
-			if !ok || rowOfSame(rows, p, q) {
+			if !ok {
 				continue
 			}
-			if !slices.ContainsFunc(r.may, func(m string) bool { return names(m, q) }) {
+			// A row a package imports sits above the package's own row:
+			// the table reads top down as the layers do.
+			switch j := rowOf(rows, q); {
+			case j == i:
+				continue // a row may name several packages, which use one another
+			case j > i:
+				t.Errorf("%s imports %s, which sits below it in CONTRIBUTING.md's map: dependencies point down", p, q)
+			}
+			if !r.anything && !slices.ContainsFunc(r.may, func(m string) bool { return names(m, q) }) {
 				t.Errorf("%s imports %s, which its row in CONTRIBUTING.md's map does not allow (may import: %v)", p, q, r.may)
 			}
 		}
@@ -138,12 +144,4 @@ func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
 	if checked < 20 {
 		t.Errorf("checked %d packages against the map, want every package of the module", checked)
 	}
-}
-
-// rowOfSame reports whether q is in p's own row (a row may name several
-// packages, which use one another).
-func rowOfSame(rows []row, p, q string) bool {
-	rp, _ := rowOf(rows, p)
-	rq, _ := rowOf(rows, q)
-	return slices.Equal(rp.names, rq.names)
 }
