@@ -187,6 +187,6 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 	}
 	err, reason := toStatus(ctx, s.log, t.name, method, err)
 	timer.done(reason)
-	s.audit.record(ctx, t, method, req, resp, reason)
+	s.audit.Record(ctx, t.name, method, req, resp, reason)
 	return resp, err
 }

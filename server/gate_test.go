@@ -32,6 +32,7 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/audit"
 )
 
 func TestBearerToken(t *testing.T) {
@@ -167,9 +168,9 @@ func tenantsService(t *testing.T, l consumer) (*service, *syncBuffer) {
 		ts.tokens[sha256Sum("token-"+name)] = tn
 	}
 	s.auth.tenants.Store(ts)
-	audit := &syncBuffer{}
-	s.audit = &auditor{log: slog.New(slog.NewJSONHandler(audit, nil))}
-	return s, audit
+	auditOut := &syncBuffer{}
+	s.audit = audit.ToLogger(slog.New(slog.NewJSONHandler(auditOut, nil)))
+	return s, auditOut
 }
 
 type syncBuffer struct {
@@ -194,7 +195,7 @@ func withToken(token string) context.Context {
 }
 
 func TestUnauthenticatedCallsAreCountedNotAudited(t *testing.T) {
-	s, audit := tenantsService(t, failingLedger{})
+	s, auditOut := tenantsService(t, failingLedger{})
 	state := "AQ" + strings.Repeat("A", 200) // a header the caller chose
 	for _, ctx := range []context.Context{context.Background(), withToken("wrong"), withToken("")} {
 		_, err := s.unary(ctx, &sealerv1.OpenRequest{RequestState: state, Principal: "p"}, openInfo, echoHandler)
@@ -202,16 +203,16 @@ func TestUnauthenticatedCallsAreCountedNotAudited(t *testing.T) {
 			t.Fatalf("got %v, want UNAUTHENTICATED", err)
 		}
 	}
-	if audit.String() != "" {
-		t.Errorf("unauthenticated calls wrote audit events:\n%s", audit)
+	if auditOut.String() != "" {
+		t.Errorf("unauthenticated calls wrote audit events:\n%s", auditOut)
 	}
 	if n := testutil.ToFloat64(s.metrics.unauthenticated.WithLabelValues("grpc")); n != 3 {
 		t.Errorf("sealer_unauthenticated_total = %v, want 3", n)
 	}
 	// An authenticated call is audited.
 	s.unary(withToken("token-a"), &sealerv1.OpenRequest{RequestState: state, Principal: "p"}, openInfo, echoHandler)
-	if !strings.Contains(audit.String(), `"tenant":"a"`) {
-		t.Errorf("authenticated call not audited: %q", audit)
+	if !strings.Contains(auditOut.String(), `"tenant":"a"`) {
+		t.Errorf("authenticated call not audited: %q", auditOut)
 	}
 }
 

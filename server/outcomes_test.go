@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/server/audit"
 )
 
 // Recorded outcomes through the gate with the embedded ledger: a retry of a
@@ -47,8 +48,8 @@ func record(s *service, state string, outcome []byte) string {
 
 func TestOutcomes_R6_ARetryGetsTheRecordedOutcome(t *testing.T) {
 	s := outcomeService(t)
-	audit := &syncBuffer{}
-	s.audit = &auditor{log: slog.New(slog.NewJSONHandler(audit, nil))}
+	auditOut := &syncBuffer{}
+	s.audit = audit.ToLogger(slog.New(slog.NewJSONHandler(auditOut, nil)))
 	state := sealPayment(t, s)
 	first, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
 	if r != "OK" || !first.GetRecording() || string(first.GetPayload()) != "pay 5" || first.GetOutcome() != nil {
@@ -95,7 +96,7 @@ func TestOutcomes_R6_ARetryGetsTheRecordedOutcome(t *testing.T) {
 	}
 	// The audit log tells the replays (n racing, one after) from the open
 	// that gave the payload, and never holds the outcome.
-	log := audit.String()
+	log := auditOut.String()
 	if got := strings.Count(log, `"reason":"REPLAYED"`); got != n+1 {
 		t.Errorf("audit: %d events REPLAYED, want %d:\n%s", got, n+1, log)
 	}

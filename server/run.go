@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/server/audit"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -34,7 +35,7 @@ type Server struct {
 	svc     *service
 	keys    *keySource
 	ledger  *openedLedger
-	audit   *auditor
+	audit   *audit.Log
 	ls      *listeners
 	grpc    *grpc.Server
 	health  *health.Server
@@ -106,11 +107,8 @@ func (s *Server) openParts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.audit, err = openAudit(s.cfg.AuditLog, s.log); err != nil {
+	if s.audit, err = openAudit(s.cfg.AuditLog, s.log, m); err != nil {
 		return err
-	}
-	if s.audit.file != nil {
-		s.audit.file.register(m)
 	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: wallclock.Now, log: s.log,
 		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
@@ -222,6 +220,15 @@ func (s *Server) shutdown() {
 	drain(s.http, s.grpc, s.cfg.ShutdownGrace, s.log)
 }
 
+// openAudit returns where audit events go: the service log, or the file at
+// path (--audit-log), its counters registered with m.
+func openAudit(path string, log *slog.Logger, m *metrics) (*audit.Log, error) {
+	if path == "" {
+		return audit.ToLogger(log), nil
+	}
+	return audit.Open(path, m.registry)
+}
+
 // Close releases what New opened: listeners, the audit log, the ledger.
 // Run calls it when it returns; more calls return the first one's error.
 func (s *Server) Close() error {
@@ -230,9 +237,7 @@ func (s *Server) Close() error {
 		if s.ls != nil {
 			s.ls.close()
 		}
-		if s.audit != nil {
-			errs = append(errs, s.audit.Close())
-		}
+		errs = append(errs, s.audit.Close())
 		if s.ledger != nil {
 			errs = append(errs, s.ledger.Close())
 		}

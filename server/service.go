@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/audit"
 )
 
 // defaultTenant is the one implicit tenant of the embedded default.
@@ -45,7 +46,7 @@ type service struct {
 	ledger   consumer
 	recorder ledger.Recorder // nil: the ledger keeps no outcomes
 	auth     *authenticator
-	audit    *auditor      // nil: no audit
+	audit    *audit.Log    // nil: no audit
 	inFlight chan struct{} // admission slots; nil: unlimited
 	cfg      Config
 	now      func() time.Time

@@ -1,4 +1,4 @@
-package server
+package audit
 
 import (
 	"bytes"
@@ -16,7 +16,12 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-var testAuditEvents = []auditEvent{
+const (
+	sealMethod = sealerv1.Sealer_Seal_FullMethodName
+	openMethod = sealerv1.Sealer_Open_FullMethodName
+)
+
+var testAuditEvents = []event{
 	{time: time.Date(2026, 11, 30, 1, 2, 3, 456789000, time.UTC), method: sealMethod, tenant: "team-a.b_c", principal: "alice@example.com",
 		reason: "OK", stateID: sealer.StateID{0xfc, 0xfe, 0x94, 0x9c, 0xac, 0xa3, 0xf3, 0x81, 0x70, 0x78, 0xd0, 0x50, 0x76, 0x8e, 0x5b, 0xf0},
 		keyVersion: 4294967295, withState: true},
@@ -29,7 +34,7 @@ var testAuditEvents = []auditEvent{
 func TestAuditFileLineIsSlogJSON(t *testing.T) {
 	for _, e := range testAuditEvents {
 		var want bytes.Buffer
-		(&auditor{log: slog.New(slog.NewJSONHandler(&want, nil))}).logEvent(context.Background(), e)
+		(&Log{log: slog.New(slog.NewJSONHandler(&want, nil))}).logEvent(context.Background(), e)
 		if got := string(e.appendLine(nil)); got != want.String() {
 			t.Errorf("got  %s\nwant %s", got, want.String())
 		}
@@ -40,7 +45,7 @@ func TestAuditFileLineIsSlogJSON(t *testing.T) {
 // never drops an event: every event added is in the file once stop returns.
 func TestAuditWriter_FullQueueIsCountedNeverDropped(t *testing.T) {
 	var out bytes.Buffer
-	w := newAuditWriter(&out, 2)
+	w := newWriter(&out, 2)
 	// No goroutine drains yet: the first 2 events queue, the other 5 are
 	// written by their callers.
 	for i := range 7 {
@@ -85,7 +90,7 @@ var errFailingWrite = bytes.ErrTooLarge
 
 // A file that cannot be written is counted, never silent.
 func TestAuditWriter_WriteErrorsAreCounted(t *testing.T) {
-	w := newAuditWriter(failingWriter{}, 4)
+	w := newWriter(failingWriter{}, 4)
 	w.add(testAuditEvents[0])
 	if err := w.start(time.Hour, time.Hour)(); err == nil {
 		t.Error("stop: got nil, want the write error")
@@ -99,9 +104,9 @@ func TestAuditWriter_WriteErrorsAreCounted(t *testing.T) {
 // audit file: the state's header read, the event queued (queue_full/op says
 // how many found the queue full: the loop outruns the writer's drain).
 func BenchmarkAuditRecord(b *testing.B) {
-	w := newAuditWriter(io.Discard, auditQueue)
-	defer w.start(100*time.Microsecond, auditFlushEvery)()
-	benchmarkRecord(b, &auditor{file: w})
+	w := newWriter(io.Discard, queueLen)
+	defer w.start(100*time.Microsecond, flushEvery)()
+	benchmarkRecord(b, &Log{file: w})
 	b.ReportMetric(float64(w.queueFull.Load())/float64(b.N), "queue_full/op")
 }
 
@@ -109,10 +114,10 @@ func BenchmarkAuditRecord(b *testing.B) {
 // call's path, as before the writer's queue and as its overflow does: the
 // header, the principal's hash, the line, the buffered write.
 func BenchmarkAuditRecordInline(b *testing.B) {
-	benchmarkRecord(b, &auditor{file: newAuditWriter(io.Discard, 0)})
+	benchmarkRecord(b, &Log{file: newWriter(io.Discard, 0)})
 }
 
-func benchmarkRecord(b *testing.B, a *auditor) {
+func benchmarkRecord(b *testing.B, a *Log) {
 	k, err := keys.NewKey(1, bytes.Repeat([]byte{1}, keys.Size), time.Time{})
 	if err != nil {
 		b.Fatal(err)
@@ -126,11 +131,10 @@ func benchmarkRecord(b *testing.B, a *auditor) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := &tenant{name: "default"}
 	req, resp := &sealerv1.SealRequest{Principal: "alice"}, &sealerv1.SealResponse{RequestState: state}
 	b.ReportAllocs()
 	for b.Loop() {
-		a.record(context.Background(), t, sealMethod, req, resp, reasonOK)
+		a.Record(context.Background(), "default", sealMethod, req, resp, "OK")
 	}
 }
 

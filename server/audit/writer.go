@@ -1,4 +1,4 @@
-package server
+package audit
 
 import (
 	"bufio"
@@ -12,26 +12,26 @@ import (
 
 // The audit file's writer takes the work of an event off the call's path: a
 // call hands its event to a bounded queue and goes on; one goroutine takes
-// the queued events in batches every auditDrainEvery, makes their lines (the
+// the queued events in batches every drainEvery, makes their lines (the
 // principal's hash, the JSON) and writes them through a buffer flushed every
-// auditFlushEvery and on Close. A call that finds the queue full writes its
+// flushEvery and on Close. A call that finds the queue full writes its
 // own line at once, as every call did before the queue, and is counted in
 // sealer_audit_queue_full_total: no event is ever dropped; the queue only
 // bounds the memory, and when it is full the work moves back onto the call.
 // Lines are then not in time order (each carries its time). A crash loses
-// what was queued or buffered: at most the last auditDrainEvery +
-// auditFlushEvery.
+// what was queued or buffered: at most the last drainEvery +
+// flushEvery.
 const (
-	// auditQueue is the events queued at most: 10 ms of 800,000 calls a
+	// queueLen is the events queued at most: 10 ms of 800,000 calls a
 	// second, about 1 MiB.
-	auditQueue      = 8192
-	auditDrainEvery = 10 * time.Millisecond
-	auditFlushEvery = 200 * time.Millisecond
+	queueLen   = 8192
+	drainEvery = 10 * time.Millisecond
+	flushEvery = 200 * time.Millisecond
 )
 
-// auditWriter writes audit events as JSON lines to w.
-type auditWriter struct {
-	queue chan auditEvent
+// writer writes audit events as JSON lines to w.
+type writer struct {
+	queue chan event
 	// closing guards closed: add holds it for reading, so that stop, which
 	// takes it for writing, sees every event queued before it.
 	closing sync.RWMutex
@@ -45,13 +45,13 @@ type auditWriter struct {
 	failed    atomic.Int64 // failed writes and flushes of the file
 }
 
-func newAuditWriter(w io.Writer, queue int) *auditWriter {
-	return &auditWriter{queue: make(chan auditEvent, queue), bw: bufio.NewWriterSize(w, 64<<10)}
+func newWriter(w io.Writer, queue int) *writer {
+	return &writer{queue: make(chan event, queue), bw: bufio.NewWriterSize(w, 64<<10)}
 }
 
 // add writes e: queued for the writer's goroutine, or at once when the queue
 // is full or the writer stopped.
-func (w *auditWriter) add(e auditEvent) {
+func (w *writer) add(e event) {
 	w.closing.RLock()
 	defer w.closing.RUnlock()
 	if !w.closed {
@@ -71,7 +71,7 @@ func (w *auditWriter) add(e auditEvent) {
 // drainEvery and flushes every flushEvery. The returned stop ends it, after
 // writing what is queued and flushing; events added after stop are written
 // at once (and flushed by no one: the file is being closed).
-func (w *auditWriter) start(drainEvery, flushEvery time.Duration) (stop func() error) {
+func (w *writer) start(drainEvery, flushEvery time.Duration) (stop func() error) {
 	done, stopped := make(chan struct{}), make(chan error, 1)
 	go func() {
 		drain, flush := time.NewTicker(drainEvery), time.NewTicker(flushEvery)
@@ -103,7 +103,7 @@ func (w *auditWriter) start(drainEvery, flushEvery time.Duration) (stop func() e
 
 // drain writes the events queued now, at most a queue's worth, so that a
 // queue refilled as fast as it drains still lets the writer flush.
-func (w *auditWriter) drain() {
+func (w *writer) drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for range cap(w.queue) {
@@ -117,14 +117,14 @@ func (w *auditWriter) drain() {
 }
 
 // write appends e's line to the buffer; w.mu is held.
-func (w *auditWriter) write(e *auditEvent) {
+func (w *writer) write(e *event) {
 	w.line = e.appendLine(w.line[:0])
 	if _, err := w.bw.Write(w.line); err != nil {
 		w.failed.Add(1)
 	}
 }
 
-func (w *auditWriter) flush() error {
+func (w *writer) flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	err := w.bw.Flush()
@@ -135,8 +135,8 @@ func (w *auditWriter) flush() error {
 }
 
 // register exports the writer's counters.
-func (w *auditWriter) register(m *metrics) {
-	m.registry.MustRegister(
+func (w *writer) register(reg prometheus.Registerer) {
+	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sealer_audit_queue_full_total",
 			Help: "Audit events that found the audit writer's queue full and were written by their call instead (none is dropped).",

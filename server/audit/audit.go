@@ -1,4 +1,10 @@
-package server
+// Package audit writes the sealer's audit events: one per authenticated
+// Seal, Open and Record, with the time, the method, the tenant, a hash of
+// the principal, the state's public header (id and key version) and the
+// outcome reason. Never the principal, the state or the payload. Events go
+// to the service log, or to a JSON-lines file of their own written by a
+// goroutine of its own (writer.go).
+package audit
 
 import (
 	"context"
@@ -11,44 +17,52 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// auditor records one event per authenticated Seal and Open: time, method,
-// tenant, a hash of the principal, the state's public header (id and key
-// version) and the outcome reason. Never the principal, the state or the
-// payload. Events go to the service log, or to a JSON-lines file of their
-// own (--audit-log), written by a goroutine of its own (auditwriter.go).
-type auditor struct {
+// A Log takes the audit events of the calls. A nil *Log records nothing.
+type Log struct {
 	log  *slog.Logger // the service log, when there is no file
-	file *auditWriter // the audit file's writer, else nil
+	file *writer      // the audit file's writer, else nil
 	stop func() error
 }
 
-// openAudit returns the auditor: the service log, or a JSON-lines file
-// written by an auditWriter.
-func openAudit(path string, log *slog.Logger) (*auditor, error) {
-	if path == "" {
-		return &auditor{log: log, stop: func() error { return nil }}, nil
-	}
+// ToLogger returns a Log that writes its events to log.
+func ToLogger(log *slog.Logger) *Log {
+	return &Log{log: log, stop: func() error { return nil }}
+}
+
+// Open returns a Log that writes its events as JSON lines appended to the
+// file at path, created 0600 if need be, and registers the counters of its
+// writer with reg (sealer_audit_queue_full_total,
+// sealer_audit_write_errors_total).
+func Open(path string, reg prometheus.Registerer) (*Log, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %v", err)
 	}
-	w := newAuditWriter(f, auditQueue)
-	stop := w.start(auditDrainEvery, auditFlushEvery)
-	return &auditor{file: w, stop: func() error { return errors.Join(stop(), f.Close()) }}, nil
+	w := newWriter(f, queueLen)
+	w.register(reg)
+	stop := w.start(drainEvery, flushEvery)
+	return &Log{file: w, stop: func() error { return errors.Join(stop(), f.Close()) }}, nil
 }
 
 // Close writes what is queued, flushes and closes the audit file.
-func (a *auditor) Close() error { return a.stop() }
+func (a *Log) Close() error {
+	if a == nil {
+		return nil
+	}
+	return a.stop()
+}
 
-// record takes the event of one call. On the call's path it reads only what
-// the event must not keep a reference to (the state's public header: the
-// state may be 87 KB); the principal's hash and the line are made by the
-// file's writer, off the path.
-func (a *auditor) record(ctx context.Context, t *tenant, method string, req, resp any, reason string) {
+// Record takes the event of one call of tenant. On the call's path it reads
+// only what the event must not keep a reference to (the state's public
+// header: the state may be 87 KB); the principal's hash and the line are
+// made by the file's writer, off the path.
+func (a *Log) Record(ctx context.Context, tenant, method string, req, resp any, reason string) {
 	if a == nil || a.file == nil && !a.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -62,14 +76,14 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 	case *sealerv1.OpenRequest:
 		principal, state = r.GetPrincipal(), r.GetRequestState()
 		if out, ok := resp.(*sealerv1.OpenResponse); ok && out.GetOutcome() != nil {
-			reason = auditReplayed // a retry answered with the recorded outcome, no payload
+			reason = Replayed // a retry answered with the recorded outcome, no payload
 		}
 	case *sealerv1.RecordRequest:
 		state = r.GetRequestState() // the state's open named its principal
 	default:
 		return
 	}
-	e := auditEvent{time: time.Now(), method: method, tenant: t.name, principal: principal, reason: reason}
+	e := event{time: time.Now(), method: method, tenant: tenant, principal: principal, reason: reason}
 	if h, err := sealer.Inspect(state); err == nil {
 		e.stateID, e.keyVersion, e.withState = h.ID, h.KeyVersion, true
 	}
@@ -80,14 +94,14 @@ func (a *auditor) record(ctx context.Context, t *tenant, method string, req, res
 	a.logEvent(ctx, e)
 }
 
-// auditReplayed is the audit reason of an Open answered with a recorded
+// Replayed is the audit reason of an Open answered with a recorded
 // outcome, where the metrics say OK: the event tells a replay from an open
 // that gave the payload.
-const auditReplayed = "REPLAYED"
+const Replayed = "REPLAYED"
 
-// auditEvent is one event as the call leaves it: the principal is hashed
+// event is one event as the call leaves it: the principal is hashed
 // only when the event is written.
-type auditEvent struct {
+type event struct {
 	time                              time.Time
 	method, tenant, principal, reason string
 	stateID                           sealer.StateID
@@ -100,7 +114,7 @@ type auditEvent struct {
 // method names, tenant names of a-z 0-9 . _ -, hex, reasons of A-Z and _),
 // so none needs escaping; a JSON encoder per event was a twentieth of the
 // sealer's CPU under load.
-func (e *auditEvent) appendLine(b []byte) []byte {
+func (e *event) appendLine(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"INFO","msg":"audit","method":"`...)
@@ -122,7 +136,7 @@ func (e *auditEvent) appendLine(b []byte) []byte {
 }
 
 // logEvent writes the event to the service log.
-func (a *auditor) logEvent(ctx context.Context, e auditEvent) {
+func (a *Log) logEvent(ctx context.Context, e event) {
 	// Typed attributes: an event per call must not box its values.
 	attrs := [6]slog.Attr{
 		slog.String("method", e.method), slog.String("tenant", e.tenant),
