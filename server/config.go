@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/ledger/redis"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // Bounds of a flow's configuration (Config.FlowTTL, Config.MaxRounds and
@@ -242,4 +243,10 @@ func (c *Config) activation() time.Duration {
 		return 2 * c.KeyPoll
 	}
 	return c.KeyActivation
+}
+
+// tenantBounds is the server's policy as the tenants take it.
+func (c Config) tenantBounds() tenant.Bounds {
+	return tenant.Bounds{MinTTL: c.MinTTL, DefaultTTL: c.DefaultTTL, MaxTTL: c.MaxTTL,
+		FlowTTL: c.FlowTTL, MaxFlowTTL: MaxFlowTTL, DefaultRounds: c.MaxRounds, MaxRounds: MaxRounds}
 }

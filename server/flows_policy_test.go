@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // TestFlows_R9_SealReportsTheSealedDeadline: the deadline Seal answers is
@@ -27,7 +28,7 @@ func TestFlows_R9_SealReportsTheSealedDeadline(t *testing.T) {
 // that any round of opens is sealed.
 func TestFlows_R6_LatestOnlyNeedsTheLedger(t *testing.T) {
 	s := testService(t, failingLedger{})
-	s.auth.tenants.Load().implicit.oneTime = oneTimeForbidden
+	s.auth.tenants.Load().Implicit().OneTime = tenant.OneTimeForbidden
 	if _, r := sealRound(t, s, flowReq("", true, "k1")); r != "INVALID_ARGUMENT" {
 		t.Fatalf("latest-only under oneTime forbidden: got %s, want INVALID_ARGUMENT", r)
 	}

@@ -15,6 +15,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger/embedded"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // Flows (R9) through the gate with the embedded ledger: what the
@@ -303,9 +304,9 @@ func TestFlows_R9_ContinuationRefusals(t *testing.T) {
 	s := testService(t, embeddedLedger(t, t.TempDir()))
 	s1 := mustSealRound(t, s, flowReq("", true)).RequestState
 	plain, _ := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: toolCall(t, prodArgs, "")})
-	other := *s.auth.tenants.Load().implicit
-	other.name = "other"
-	other.limiter = newLimiter(&other)
+	other := *s.auth.tenants.Load().Implicit()
+	other.Name = "other"
+	other.Limiter = tenant.NewLimiter(&other)
 	inOther := context.WithValue(context.Background(), tenantKey{}, &other)
 	long := make([]string, 257)
 	for i := range long {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // The front doors: both authenticate a caller from its headers and TLS peer
@@ -95,7 +96,7 @@ func (l *sampledLog) log(log *slog.Logger, err error, attrs ...any) {
 
 // grpcAuthenticate authenticates a call that reached the interceptor
 // without passing the tap (a server built without it, a unit test).
-func (s *service) grpcAuthenticate(ctx context.Context) (*tenant, error) {
+func (s *service) grpcAuthenticate(ctx context.Context) (*tenant.Tenant, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return s.auth.fromGRPC(ctx, md)
 }
@@ -166,7 +167,7 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // and the tenant's limits, errors to statuses, metrics and the audit event.
 func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
 	t := tenantOf(ctx)
-	timer := s.metrics.start(t.name, method)
+	timer := s.metrics.start(t.Name, method)
 	var resp any
 	err := s.admit()
 	if err == nil {
@@ -177,7 +178,7 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 		// Record finishes an open the tenant's limits admitted: refusing
 		// it would leave that open's retries waiting for nothing.
 		if method != recordMethod {
-			leave, err = t.limiter.enter()
+			leave, err = t.Limiter.Enter()
 		}
 		if err == nil {
 			ctx, leave = hold(ctx, leave)
@@ -185,8 +186,8 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 			leave()
 		}
 	}
-	err, reason := toStatus(ctx, s.log, t.name, method, err)
+	err, reason := toStatus(ctx, s.log, t.Name, method, err)
 	timer.done(reason)
-	s.audit.Record(ctx, t.name, method, req, resp, reason)
+	s.audit.Record(ctx, t.Name, method, req, resp, reason)
 	return resp, err
 }

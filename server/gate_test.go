@@ -3,20 +3,15 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,139 +28,26 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server/audit"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
-
-func TestBearerToken(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		values []string
-		want   string // "" means refused
-	}{
-		{"bearer", []string{"Bearer abc-._~+/="}, "abc-._~+/="},
-		{"scheme in lower case (RFC 7235)", []string{"bearer abc"}, "abc"},
-		{"scheme in upper case", []string{"BEARER abc"}, "abc"},
-		{"empty token", []string{"Bearer "}, ""},
-		{"no token", []string{"Bearer"}, ""},
-		{"only padding", []string{"Bearer =="}, ""},
-		{"two spaces", []string{"Bearer  abc"}, ""},
-		{"space inside", []string{"Bearer a b"}, ""},
-		{"other scheme", []string{"Basic YTpi"}, ""},
-		{"non-ASCII", []string{"Bearer abc\xff"}, ""},
-		{"control character", []string{"Bearer abc\x00"}, ""},
-		{"second value, non-ASCII", []string{"Bearer abc", "Bearer \xc3\xa9"}, ""},
-		{"second value, valid", []string{"Bearer abc", "Bearer abc"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := bearerToken(tc.values)
-			switch {
-			case tc.want == "" && !errors.Is(err, errUnauthenticated):
-				t.Fatalf("got %q, %v; want refused", got, err)
-			case tc.want != "" && (err != nil || got != tc.want):
-				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}
-
-// testCA is a CA made in memory, issuing client certificates with SANs
-// encoded exactly as given.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert, key}
-}
-
-// client issues a client certificate whose subjectAltName holds these URIs
-// (as raw bytes, not through url.URL) and DNS names.
-func (ca *testCA) client(t *testing.T, uris, dns []string) []*x509.Certificate {
-	t.Helper()
-	var names []asn1.RawValue
-	for _, u := range uris {
-		names = append(names, asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(u)})
-	}
-	for _, d := range dns {
-		names = append(names, asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 2, Bytes: []byte(d)})
-	}
-	san, err := asn1.Marshal(names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		ExtraExtensions: []pkix.Extension{{Id: oidSubjectAltName, Value: san}}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []*x509.Certificate{cert}
-}
-
-func TestCertTenant(t *testing.T) {
-	ca := newTestCA(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	a := &authenticator{clientCAs: func() *x509.CertPool { return pool }}
-	ta, tb := &tenant{name: "a"}, &tenant{name: "b"}
-	ts := &tenants{
-		byURI: map[string]*tenant{"spiffe://x/a": ta, "spiffe://x/b%20c": tb, "spiffe://x/b": tb},
-		byDNS: map[string]*tenant{"a.example": ta, "b.example": tb},
-	}
-	for _, tc := range []struct {
-		name      string
-		uris, dns []string
-		want      *tenant // nil: refused
-	}{
-		{"uri", []string{"spiffe://x/a"}, nil, ta},
-		{"dns in another case", nil, []string{"A.Example"}, ta},
-		{"uri and dns of one tenant", []string{"spiffe://x/a"}, []string{"a.example"}, ta},
-		{"uri matched only after re-serialisation", []string{"spiffe://x/b c"}, nil, nil},
-		{"uri in another case", []string{"SPIFFE://x/a"}, nil, nil},
-		{"two tenants by uri", []string{"spiffe://x/a", "spiffe://x/b"}, nil, nil},
-		{"two tenants by uri and dns", []string{"spiffe://x/a"}, []string{"b.example"}, nil},
-		{"no tenant", []string{"spiffe://x/z"}, nil, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := a.certTenant(ts, ca.client(t, tc.uris, tc.dns))
-			switch {
-			case tc.want == nil && !errors.Is(err, errUnauthenticated):
-				t.Fatalf("got %v, %v; want refused", got, err)
-			case tc.want != nil && got != tc.want:
-				t.Fatalf("got %v, %v; want tenant %s", got, err, tc.want.name)
-			}
-		})
-	}
-}
 
 // tenantsService is a service with two token tenants, a and b, and an audit
 // log kept in memory.
 func tenantsService(t *testing.T, l consumer) (*service, *syncBuffer) {
 	t.Helper()
 	s := testService(t, l)
-	ts := &tenants{all: map[string]*tenant{}, tokens: map[[sha256.Size]byte]*tenant{}}
+	file := "tenants:\n"
 	for _, name := range []string{"a", "b"} {
-		tn := &tenant{name: name, defaultTTL: time.Minute, maxTTL: time.Hour, maxPayload: sealer.MaxPayload, oneTime: oneTimeAllowed}
-		tn.limiter = newLimiter(tn)
-		ts.all[name] = tn
-		ts.tokens[sha256Sum("token-"+name)] = tn
+		sum := sha256.Sum256([]byte("token-" + name))
+		file += fmt.Sprintf("  %s:\n    tokens: [sha256:%x]\n    policy: {defaultTTL: 1m, maxTTL: 1h}\n", name, sum)
+	}
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tenant.Load(path, Defaults().tenantBounds(), false)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.auth.tenants.Store(ts)
 	auditOut := &syncBuffer{}
@@ -299,7 +181,7 @@ func TestOpen_KeyMissDuringAVaultStallLeavesOtherTenantsAlone(t *testing.T) {
 	// Once the flood is in place, tenant b calls as usual. The opens beyond
 	// the waiters are refused without waiting: INVALID_STATE, or
 	// RESOURCE_EXHAUSTED when more of them than the 16 slots overlap.
-	for i := 0; i < 64-demandWaiters; i++ {
+	for i := 0; i < 64-tenant.DemandWaiters; i++ {
 		if r := <-refused; r != "INVALID_STATE" && r != "RESOURCE_EXHAUSTED" {
 			t.Fatalf("forged state beyond the waiters: got %s, want INVALID_STATE or RESOURCE_EXHAUSTED at once", r)
 		}
@@ -331,8 +213,6 @@ func forgeKeyVersion(t *testing.T, state string, version uint32) string {
 func unaryInfo(method string) *grpc.UnaryServerInfo {
 	return &grpc.UnaryServerInfo{FullMethod: "/sealer.v1.Sealer/" + method}
 }
-
-func sha256Sum(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
 
 var (
 	sealInfo = unaryInfo("Seal")

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // Recorded outcomes (README, "Recorded outcomes"): an open with
@@ -73,7 +74,7 @@ const (
 // IN_PROGRESS. An outcome that does not open for o
 // (another state of the same round of a flow recorded it) is
 // ALREADY_CONSUMED, as is a state consumed with no outcome to give.
-func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sealerv1.OpenResponse, error) {
+func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened) (*sealerv1.OpenResponse, error) {
 	clear(o.Payload)
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.outcome")
 	defer span.End()
@@ -92,10 +93,10 @@ func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sea
 	result := outcomeInProgress
 	defer func() {
 		span.SetAttributes(attribute.String("sealer.outcome", result))
-		s.metrics.outcomes.WithLabelValues(t.name, result).Inc()
+		s.metrics.outcomes.WithLabelValues(t.Name, result).Inc()
 	}()
 	for pause := replayPollFirst; ; pause = min(2*pause, replayPollMax) {
-		blob, err := s.recorder.Outcome(ctx, t.name, e)
+		blob, err := s.recorder.Outcome(ctx, t.Name, e)
 		switch {
 		case err == nil:
 			resp, err := s.openOutcome(t, o, blob)
@@ -120,10 +121,11 @@ func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sea
 			return nil, ledger.ErrPending
 		}
 		if pause == replayPollFirst {
-			leave, ok := t.limiter.park(ctx)
+			leave, ok := t.Limiter.Park()
 			if !ok {
 				return nil, ledger.ErrPending
 			}
+			freeSlots(ctx)
 			defer leave()
 		}
 		select {
@@ -135,12 +137,12 @@ func (s *service) replay(ctx context.Context, t *tenant, o *sealer.Opened) (*sea
 }
 
 // openOutcome opens an outcome blob recorded for o.
-func (s *service) openOutcome(t *tenant, o *sealer.Opened, blob []byte) (*sealerv1.OpenResponse, error) {
+func (s *service) openOutcome(t *tenant.Tenant, o *sealer.Opened, blob []byte) (*sealerv1.OpenResponse, error) {
 	ring := s.keys.Ring()
 	if ring == nil {
 		return nil, errNoKeys
 	}
-	data, at, err := sealer.OpenOutcome(ring, t.name, o.ID, blob)
+	data, at, err := sealer.OpenOutcome(ring, t.Name, o.ID, blob)
 	if err != nil {
 		return nil, ledger.ErrConsumed
 	}
@@ -172,7 +174,7 @@ func (s *service) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sea
 	state := req.GetRequestState()
 	var o *sealer.Opened
 	err := s.withRing(ctx, t, state, func(ring *keys.Ring) (err error) {
-		o, err = sealer.Authenticate(ring, t.name, state)
+		o, err = sealer.Authenticate(ring, t.Name, state)
 		return err
 	})
 	if err != nil {
@@ -194,11 +196,11 @@ func (s *service) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sea
 		if ring == nil {
 			return nil, errNoKeys
 		}
-		if blob, err = sealer.SealOutcome(ring, t.name, o.ID, data, s.now()); err != nil {
+		if blob, err = sealer.SealOutcome(ring, t.Name, o.ID, data, s.now()); err != nil {
 			return nil, err
 		}
 	}
-	rerr := s.recorder.Record(ctx, t.name, e, blob)
+	rerr := s.recorder.Record(ctx, t.Name, e, blob)
 	switch {
 	case rerr == nil:
 	case errors.Is(rerr, ledger.ErrGone):
@@ -211,7 +213,7 @@ func (s *service) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sea
 			s.metrics.ledgerErr.Inc()
 		}
 	}
-	s.metrics.outcomes.WithLabelValues(t.name, result).Inc()
+	s.metrics.outcomes.WithLabelValues(t.Name, result).Inc()
 	if err == nil {
 		err = rerr
 	}

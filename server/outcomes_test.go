@@ -10,6 +10,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/server/audit"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
 // Recorded outcomes through the gate with the embedded ledger: a retry of a
@@ -125,22 +126,26 @@ func TestOutcomes_R1_AWaitingRetryHoldsNoSlot(t *testing.T) {
 	s := outcomeService(t)
 	// One call at a time, for the server and for the tenant.
 	s.inFlight = make(chan struct{}, 1)
-	tn := s.auth.tenants.Load().implicit
-	tn.maxConcurrent = 1
-	tn.limiter = newLimiter(tn)
+	tn := s.auth.tenants.Load().Implicit()
+	tn.MaxConcurrent = 1
+	tn.Limiter = tenant.NewLimiter(tn)
 	state := sealPayment(t, s)
 	if _, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true); r != "OK" {
 		t.Fatal(r)
 	}
 	// One retry after the other: each is admitted only if the one before,
 	// parked, gave its slots back.
-	retried := make(chan string, outcomeWaiters)
-	for i := range outcomeWaiters {
+	retried := make(chan string, tenant.OutcomeWaiters)
+	for i := range tenant.OutcomeWaiters {
 		go func() {
 			resp, r := openAs(context.Background(), t, s, state, "alice", prodArgs, true)
 			retried <- r + " " + string(resp.GetOutcome().GetData())
 		}()
-		for deadline := time.Now().Add(2 * time.Minute); len(tn.limiter.parked) <= i || len(s.inFlight) > 0 || len(tn.limiter.sem) > 0; {
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			calls, parked := tn.Limiter.Held()
+			if parked > i && len(s.inFlight) == 0 && calls == 0 {
+				break
+			}
 			select {
 			case r := <-retried:
 				t.Fatalf("retry %d, %d parked before it: %s", i+1, i, r)
@@ -158,15 +163,15 @@ func TestOutcomes_R1_AWaitingRetryHoldsNoSlot(t *testing.T) {
 	}
 	sealPayment(t, s)
 	if r := record(s, state, []byte("paid")); r != "OK" {
-		t.Fatalf("record while %d retries wait: %s", outcomeWaiters, r)
+		t.Fatalf("record while %d retries wait: %s", tenant.OutcomeWaiters, r)
 	}
-	for range outcomeWaiters {
+	for range tenant.OutcomeWaiters {
 		if got := <-retried; got != "OK paid" {
 			t.Errorf("waiting retry: got %q, want OK paid", got)
 		}
 	}
-	if len(s.inFlight) != 0 || len(tn.limiter.sem) != 0 || len(tn.limiter.parked) != 0 {
-		t.Errorf("slots held after every call ended: server %d, tenant %d, parked %d", len(s.inFlight), len(tn.limiter.sem), len(tn.limiter.parked))
+	if calls, parked := tn.Limiter.Held(); len(s.inFlight) != 0 || calls != 0 || parked != 0 {
+		t.Errorf("slots held after every call ended: server %d, tenant %d, parked %d", len(s.inFlight), calls, parked)
 	}
 }
 

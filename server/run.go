@@ -191,7 +191,7 @@ func (s *Server) HTTPAddr() net.Addr { return s.ls.http.Addr() }
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Close()
 	s.log.Info("listening", "grpc", s.GRPCAddr().String(), "http", s.HTTPAddr().String(), "tls", s.withTLS, "tracing", s.trace.on,
-		"tenants", len(s.svc.auth.tenants.Load().all), "data_dir", s.cfg.DataDir,
+		"tenants", s.svc.auth.tenants.Load().Len(), "data_dir", s.cfg.DataDir,
 		"ledger", s.ledger.String(), "keys", s.keys.name, "key_ring", fmt.Sprint(s.keys.Ring()))
 	g, gctx := errgroup.WithContext(ctx)
 	for _, task := range s.tasks {

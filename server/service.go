@@ -16,10 +16,8 @@ import (
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server/audit"
+	"github.com/mcp-sealer/sealer/server/tenant"
 )
-
-// defaultTenant is the one implicit tenant of the embedded default.
-const defaultTenant = "default"
 
 // consumer is what the service needs of a ledger.
 type consumer interface {
@@ -65,24 +63,24 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 	if err != nil {
 		return nil, err
 	}
-	ttl := t.defaultTTL
+	ttl := t.DefaultTTL
 	if req.Ttl != nil {
 		if err := req.Ttl.CheckValid(); err != nil {
 			return nil, fmt.Errorf("%w: ttl: %v", errBadRequest, err)
 		}
 		ttl = req.Ttl.AsDuration()
-		if ttl < s.cfg.MinTTL || ttl > t.maxTTL {
-			return nil, fmt.Errorf("%w: ttl %v outside [%v, %v]", errBadRequest, ttl, s.cfg.MinTTL, t.maxTTL)
+		if ttl < s.cfg.MinTTL || ttl > t.MaxTTL {
+			return nil, fmt.Errorf("%w: ttl %v outside [%v, %v]", errBadRequest, ttl, s.cfg.MinTTL, t.MaxTTL)
 		}
 	}
-	if len(req.GetPayload()) > t.maxPayload {
-		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the tenant's %d", errBadRequest, len(req.GetPayload()), t.maxPayload)
+	if len(req.GetPayload()) > t.MaxPayload {
+		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the tenant's %d", errBadRequest, len(req.GetPayload()), t.MaxPayload)
 	}
 	oneTime := req.GetOneTime()
-	switch t.oneTime {
-	case oneTimeForced:
+	switch t.OneTime {
+	case tenant.OneTimeForced:
 		oneTime = true
-	case oneTimeForbidden:
+	case tenant.OneTimeForbidden:
 		if oneTime {
 			return nil, fmt.Errorf("%w: one-time states are not enabled for this tenant", errBadRequest)
 		}
@@ -107,7 +105,7 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 	if ring == nil {
 		return nil, errNoKeys
 	}
-	state, err := sealer.Seal(ring, t.name, c, req.GetPayload())
+	state, err := sealer.Seal(ring, t.Name, c, req.GetPayload())
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +119,14 @@ func (s *service) Seal(ctx context.Context, req *sealerv1.SealRequest) (*sealerv
 // flowOf returns the flow a new state of claims c carries: round 1 of a new
 // flow, or the round after the state the request continues, which must be
 // an authentic flow state of this tenant for c's principal and request.
-func (s *service) flowOf(ctx context.Context, t *tenant, req *sealerv1.FlowRequest, c sealer.Claims) (*sealer.Flow, error) {
+func (s *service) flowOf(ctx context.Context, t *tenant.Tenant, req *sealerv1.FlowRequest, c sealer.Claims) (*sealer.Flow, error) {
 	var f sealer.Flow
 	if prev := req.GetContinues(); prev == "" {
-		f = sealer.NewFlow(c.IssuedAt.Add(t.flowTTL).Truncate(time.Millisecond)) // the deadline as sealed
+		f = sealer.NewFlow(c.IssuedAt.Add(t.FlowTTL).Truncate(time.Millisecond)) // the deadline as sealed
 	} else {
-		want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: s.cfg.Skew, MaxRounds: t.maxRounds}
+		want := sealer.Expect{Principal: c.Principal, Request: c.Request, Skew: s.cfg.Skew, MaxRounds: t.MaxRounds}
 		err := s.withRing(ctx, t, prev, func(ring *keys.Ring) (err error) {
-			f, err = sealer.Continue(ring, t.name, prev, want, c.IssuedAt)
+			f, err = sealer.Continue(ring, t.Name, prev, want, c.IssuedAt)
 			return err
 		})
 		if err != nil {
@@ -136,7 +134,7 @@ func (s *service) flowOf(ctx context.Context, t *tenant, req *sealerv1.FlowReque
 		}
 	}
 	f.LatestOnly = f.LatestOnly || req.GetLatestOnly()
-	if f.LatestOnly && t.oneTime == oneTimeForbidden {
+	if f.LatestOnly && t.OneTime == tenant.OneTimeForbidden {
 		return nil, fmt.Errorf("%w: latest-only flows use the ledger, which is not enabled for this tenant (oneTime: forbidden)", errBadRequest)
 	}
 	if req.Asked != nil {
@@ -196,7 +194,7 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 		return nil, err
 	}
 	t := tenantOf(ctx)
-	want := sealer.Expect{Principal: req.GetPrincipal(), Request: d, Skew: s.cfg.Skew, MaxRounds: t.maxRounds}
+	want := sealer.Expect{Principal: req.GetPrincipal(), Request: d, Skew: s.cfg.Skew, MaxRounds: t.MaxRounds}
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
@@ -204,7 +202,7 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	state := req.GetRequestState()
 	var o *sealer.Opened
 	err = s.withRing(ctx, t, state, func(ring *keys.Ring) (err error) {
-		o, err = sealer.Open(ring, t.name, state, want, s.now())
+		o, err = sealer.Open(ring, t.Name, state, want, s.now())
 		return err
 	})
 	if err != nil {
@@ -213,7 +211,7 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	recording := false
 	if o.OneTime || o.Flow != nil && o.Flow.LatestOnly {
 		recording = s.recording(req)
-		if err := s.consume(ctx, t.name, o, recording); err != nil {
+		if err := s.consume(ctx, t.Name, o, recording); err != nil {
 			if recording && errors.Is(err, ledger.ErrConsumed) {
 				return s.replay(ctx, t, o)
 			}
@@ -282,7 +280,7 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, 
 // not seen yet) makes the ring refresh at once, and open runs again with the
 // new ring. The wait for that refresh counts against the tenant's limits
 // and ends with the caller's deadline.
-func (s *service) withRing(ctx context.Context, t *tenant, state string, open func(*keys.Ring) error) error {
+func (s *service) withRing(ctx context.Context, t *tenant.Tenant, state string, open func(*keys.Ring) error) error {
 	ring := s.keys.Ring()
 	if ring == nil {
 		return errNoKeys
@@ -294,7 +292,7 @@ func (s *service) withRing(ctx context.Context, t *tenant, state string, open fu
 	if h, herr := sealer.Inspect(state); herr != nil || h.KeyVersion <= ring.Newest() {
 		return err
 	}
-	leave, ok := t.limiter.enterDemand()
+	leave, ok := t.Limiter.EnterDemand()
 	if !ok {
 		return err
 	}

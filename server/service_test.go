@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/tenant"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -52,7 +53,7 @@ func testService(t *testing.T, l consumer) *service {
 		t.Fatal(err)
 	}
 	auth := &authenticator{}
-	auth.tenants.Store(implicitTenants(Defaults()))
+	auth.tenants.Store(tenant.Implicit(Defaults().tenantBounds()))
 	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		metrics: newMetrics(time.Second), refusals: newSampledLog("refused"), trace: tracingOff()}
 }

@@ -1,4 +1,4 @@
-package server
+package tenant
 
 import (
 	"errors"
@@ -6,7 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// testBounds are the server's defaults (server.Defaults).
+var testBounds = Bounds{MinTTL: time.Second, DefaultTTL: 5 * time.Minute, MaxTTL: time.Hour,
+	FlowTTL: 15 * time.Minute, MaxFlowTTL: 24 * time.Hour, DefaultRounds: 16, MaxRounds: 1000}
 
 func TestLoadTenants(t *testing.T) {
 	h := "sha256:" + strings.Repeat("ab", 32)
@@ -34,7 +39,7 @@ func TestLoadTenants(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tenants.yaml")
 			os.WriteFile(path, []byte(tc.yaml), 0o600)
-			ts, err := loadTenants(path, Defaults(), tc.clientCA)
+			ts, err := Load(path, testBounds, tc.clientCA)
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatalf("got %v, want success", err)
@@ -51,35 +56,35 @@ func TestLoadTenants(t *testing.T) {
 }
 
 func TestLimiter(t *testing.T) {
-	l := newLimiter(&tenant{maxConcurrent: 2})
-	leave1, err1 := l.enter()
-	leave2, err2 := l.enter()
+	l := NewLimiter(&Tenant{MaxConcurrent: 2})
+	leave1, err1 := l.Enter()
+	leave2, err2 := l.Enter()
 	if err1 != nil || err2 != nil {
 		t.Fatalf("two calls within the limit: %v, %v", err1, err2)
 	}
-	if _, err := l.enter(); !errors.Is(err, errExhausted) {
+	if _, err := l.Enter(); !errors.Is(err, errExhausted) {
 		t.Fatalf("third concurrent call: got %v, want errExhausted", err)
 	}
 	leave1()
-	leave3, err := l.enter()
+	leave3, err := l.Enter()
 	if err != nil {
 		t.Fatalf("after one left: %v", err)
 	}
 	leave2()
 	leave3()
 
-	r := newLimiter(&tenant{ratePerSecond: 1, burst: 2})
+	r := NewLimiter(&Tenant{RatePerSecond: 1, Burst: 2})
 	for i := range 2 {
-		if leave, err := r.enter(); err != nil {
+		if leave, err := r.Enter(); err != nil {
 			t.Fatalf("call %d within the burst: %v", i, err)
 		} else {
 			leave()
 		}
 	}
-	if _, err := r.enter(); !errors.Is(err, errExhausted) {
+	if _, err := r.Enter(); !errors.Is(err, errExhausted) {
 		t.Fatalf("past the burst: got %v, want errExhausted", err)
 	}
-	if leave, err := newLimiter(&tenant{}).enter(); err != nil {
+	if leave, err := NewLimiter(&Tenant{}).Enter(); err != nil {
 		t.Fatalf("no limits: %v", err)
 	} else {
 		leave()

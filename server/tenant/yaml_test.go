@@ -1,4 +1,4 @@
-package server
+package tenant
 
 import (
 	"os"
@@ -21,7 +21,7 @@ func TestTenantMap_RefusesWhatTheStrictDecoderRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tenants.yaml")
 			os.WriteFile(path, []byte(tc.yaml), 0o600)
-			_, err := loadTenants(path, Defaults(), true)
+			_, err := Load(path, testBounds, true)
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("got %v, want an error with %q", err, tc.err)
 			}

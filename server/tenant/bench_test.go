@@ -1,4 +1,4 @@
-package server
+package tenant
 
 import (
 	"crypto/sha256"
@@ -32,17 +32,17 @@ func writeManyTenants(t testing.TB, n int) string {
 }
 
 func TestManyTenants_EveryTokenFindsItsTenant(t *testing.T) {
-	ts, err := loadTenants(writeManyTenants(t, 1000), Defaults(), true)
+	ts, err := Load(writeManyTenants(t, 1000), testBounds, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 1000; i += 2 {
-		if got := ts.byToken(fmt.Sprintf("token-%d", i)); got == nil || got.name != fmt.Sprintf("t%d", i) {
+		if got := ts.byToken(fmt.Sprintf("token-%d", i)); got == nil || got.Name != fmt.Sprintf("t%d", i) {
 			t.Fatalf("token-%d: got %v, want t%d", i, got, i)
 		}
 	}
 	if got := ts.byToken("token-1"); got != nil {
-		t.Errorf("token-1 (a certificate tenant's number): got %s, want none", got.name)
+		t.Errorf("token-1 (a certificate tenant's number): got %s, want none", got.Name)
 	}
 }
 
@@ -51,7 +51,7 @@ func TestManyTenants_EveryTokenFindsItsTenant(t *testing.T) {
 func BenchmarkByToken(b *testing.B) {
 	for _, n := range []int{1, 1000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			ts, err := loadTenants(writeManyTenants(b, n), Defaults(), true)
+			ts, err := Load(writeManyTenants(b, n), testBounds, true)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func BenchmarkLoadTenants(b *testing.B) {
 			path := writeManyTenants(b, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := loadTenants(path, Defaults(), true); err != nil {
+				if _, err := Load(path, testBounds, true); err != nil {
 					b.Fatal(err)
 				}
 			}
