@@ -47,6 +47,30 @@ func soon(t *testing.T, margin time.Duration, write func(until time.Time) error)
 	}
 }
 
+// race has n goroutines try at once, try(i) in the i-th, and counts the
+// tries that won and those refused ErrConsumed; any other error fails t.
+func race(t *testing.T, n int, try func(i int) error) (wins, refused int32) {
+	var won, lost atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			switch err := try(i); {
+			case err == nil:
+				won.Add(1)
+			case errors.Is(err, ledger.ErrConsumed):
+				lost.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return won.Load(), lost.Load()
+}
+
 func newID() sealer.StateID {
 	var id sealer.StateID
 	rand.Read(id[:])
@@ -134,26 +158,9 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 		const n = 32
 		for range 5 {
 			id := newID()
-			var wins, refused atomic.Int32
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range n {
-				wg.Go(func() {
-					<-start
-					switch err := s.Ledger.Consume(ctx, "t", id, until()); {
-					case err == nil:
-						wins.Add(1)
-					case errors.Is(err, ledger.ErrConsumed):
-						refused.Add(1)
-					default:
-						t.Error(err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			if wins.Load() != 1 || refused.Load() != n-1 {
-				t.Fatalf("got %d wins and %d refusals, want 1 and %d", wins.Load(), refused.Load(), n-1)
+			wins, refused := race(t, n, func(int) error { return s.Ledger.Consume(ctx, "t", id, until()) })
+			if wins != 1 || refused != n-1 {
+				t.Fatalf("got %d wins and %d refusals, want 1 and %d", wins, refused, n-1)
 			}
 		}
 	})
@@ -268,28 +275,11 @@ func runAdvance(t *testing.T, newSubject func(t *testing.T) Subject) {
 		const n = 32
 		for range 5 {
 			f := newFlow()
-			var wins, refused atomic.Int32
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					// Half open round 2, half round 1: round 2 wins once, and
-					// round 1 at most once, and only before round 2.
-					switch err := s.Ledger.Advance(ctx, "t", f, uint32(2-i%2), until()); {
-					case err == nil:
-						wins.Add(1)
-					case errors.Is(err, ledger.ErrConsumed):
-						refused.Add(1)
-					default:
-						t.Error(err)
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			if w := wins.Load(); w < 1 || w > 2 || refused.Load() != n-w {
-				t.Fatalf("got %d wins and %d refusals, want 1 or 2 wins (round 1 before round 2) and the rest refused", w, refused.Load())
+			// Half open round 2, half round 1: round 2 wins once, and round 1
+			// at most once, and only before round 2.
+			w, refused := race(t, n, func(i int) error { return s.Ledger.Advance(ctx, "t", f, uint32(2-i%2), until()) })
+			if w < 1 || w > 2 || refused != n-w {
+				t.Fatalf("got %d wins and %d refusals, want 1 or 2 wins (round 1 before round 2) and the rest refused", w, refused)
 			}
 			if err := s.Ledger.Advance(ctx, "t", f, 2, until()); !errors.Is(err, ledger.ErrConsumed) {
 				t.Fatalf("round 2 after the race: got %v, want ErrConsumed", err)
