@@ -147,11 +147,43 @@ func fail(format string, a ...any) {
 }
 
 func run(f flags) error {
+	l, err := setUp(f)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	medians := map[string][]*result{}
+	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
+	for _, n := range f.levels {
+		level, err := l.measureLevel(n)
+		if err != nil {
+			return err
+		}
+		if err := l.reportLevel(n, level, medians); err != nil {
+			return err
+		}
+	}
+	reportFloors(f.ops, f.levels, medians)
+	reportFlows(f.levels, medians)
+	return nil
+}
+
+// load is what the ops of a run share: the sealers, the echo floor once an
+// op@echo needs it, and the payload they seal.
+type load struct {
+	flags
+	sealers *targets
+	echoes  *targets
+	payload []byte
+}
+
+// setUp dials the sealers, over TLS when -tls-ca names a CA bundle.
+func setUp(f flags) (*load, error) {
 	creds := insecure.NewCredentials()
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(pem)
@@ -159,226 +191,303 @@ func run(f flags) error {
 	}
 	sealers, err := dial(f.targets, f.conns, creds)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer sealers.close()
-	var echoes *targets
-	auth := func(ctx context.Context) context.Context {
-		if f.token == "" {
-			return ctx
-		}
-		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.token)
-	}
-	payload := make([]byte, f.size)
-	// retrying runs o on target i, then on the following targets while they
-	// are unavailable (a replica killed or draining).
-	retrying := func(o op) op {
-		if !f.retry {
-			return o
-		}
-		return func(ctx context.Context, i int) error {
-			var err error
-			for k := range len(f.targets) {
-				if err = o(ctx, i+k); status.Code(err) != codes.Unavailable {
-					return err
-				}
-			}
-			return err
-		}
-	}
+	return &load{flags: f, sealers: sealers, payload: make([]byte, f.size)}, nil
+}
 
-	// build returns the operation called name and its label in the table.
-	build := func(name string) (op, string, error) {
-		if o, label, ok := mcpOp(name); ok {
-			return o, label, nil
-		}
-		if o, label, ok, err := flowOp(name, sealers, auth, payload); ok {
-			return o, label, err
-		}
-		base, onEcho := strings.CutSuffix(name, "@echo")
-		ts, httpTargets := sealers, f.httpTargets
-		if onEcho {
-			if echoes == nil {
-				if echoes, err = dial([]string{f.echoGRPC}, f.conns, insecure.NewCredentials()); err != nil {
-					return nil, "", err
-				}
-			}
-			ts, httpTargets = echoes, []string{f.echoHTTP}
-		}
-		seal := func(ctx context.Context, i int, oneTime bool) (string, error) {
-			st, _, err := ts.client(i).Seal(auth(ctx), client.SealRequest{Principal: "alice", Request: toolCall, Payload: payload, OneTime: oneTime})
-			return st, err
-		}
-		open := func(ctx context.Context, i int, state string) error {
-			_, err := ts.client(i).Open(auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: toolCall})
-			return err
-		}
-		// oneTimePool seals the one-time states the open-onetime ops spend,
-		// -pool-rate for each second of warmup and run, before the clock
-		// starts.
-		oneTimePool := func() (chan string, error) {
-			pool := make(chan string, int(float64(f.poolRate)*(f.warmup+f.dur).Seconds()))
-			for len(pool) < cap(pool) {
-				st, err := seal(context.Background(), len(pool), true)
-				if err != nil {
-					return nil, err
-				}
-				pool <- st
-			}
-			return pool, nil
-		}
-		var o op
-		label := base
-		switch base {
-		case "seal-open":
-			oneTime := f.oneTime
-			o = retrying(func(ctx context.Context, i int) error {
-				st, err := seal(ctx, i, oneTime)
-				if err != nil {
-					return err
-				}
-				return open(ctx, i+1, st)
-			})
-			label = fmt.Sprintf("Seal+Open (%d B)", f.size)
-			if oneTime {
-				label = fmt.Sprintf("Seal+Open one-time (%d B)", f.size)
-			}
-		case "seal-open-params":
-			o = retrying(paramsSealOpen(ts, auth, payload))
-			label = fmt.Sprintf("Seal+Open, params (%d B)", f.size)
-		case "rest-seal-open":
-			o = restSealOpen(httpTargets, f.token, f.size)
-			label = fmt.Sprintf("REST Seal+Open, params (%d B)", f.size)
-		case "open":
-			st, err := seal(context.Background(), 0, false)
+func (l *load) close() {
+	l.sealers.close()
+	if l.echoes != nil {
+		l.echoes.close()
+	}
+}
+
+// opRuns are the runs of one op at one level, and its label in the table.
+type opRuns struct {
+	label string
+	runs  []*result
+}
+
+// measureLevel runs each op at concurrency n -repeat times, the ops taking
+// turns, for reportLevel to report each op's run with the median
+// throughput: one slow second of a shared machine then moves no ratio.
+func (l *load) measureLevel(n int) ([]opRuns, error) {
+	level := make([]opRuns, len(l.ops))
+	for range max(l.repeat, 1) {
+		for k, name := range l.ops {
+			r, label, err := l.measure(name, n)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
-			o = retrying(func(ctx context.Context, i int) error { return open(ctx, i, st) })
-			label = fmt.Sprintf("Open (%d B)", f.size)
-		case "open-onetime":
-			pool, err := oneTimePool()
-			if err != nil {
-				return nil, "", err
-			}
-			o = retrying(func(ctx context.Context, i int) error {
-				select {
-				case st := <-pool:
-					return open(ctx, i, st)
-				default:
-					return errPoolEmpty
-				}
-			})
-			label = fmt.Sprintf("Open one-time (%d B)", f.size)
-		case "open-onetime-record":
-			pool, err := oneTimePool()
-			if err != nil {
-				return nil, "", err
-			}
-			d, err := toolCall.RequestDigest()
-			if err != nil {
-				return nil, "", err
-			}
-			o = retrying(func(ctx context.Context, i int) error {
-				var st string
-				select {
-				case st = <-pool:
-				default:
-					return errPoolEmpty
-				}
-				api := sealerv1.NewSealerClient(ts.conn(i))
-				resp, err := api.Open(auth(ctx), &sealerv1.OpenRequest{RequestState: st, Principal: "alice",
-					Request: &sealerv1.Binding{Digest: d[:]}, RecordOutcome: true})
-				if err != nil {
-					return err
-				}
-				if !resp.GetRecording() {
-					return errNotRecording
-				}
-				_, err = api.Record(auth(ctx), &sealerv1.RecordRequest{RequestState: st, Outcome: payload})
-				return err
-			})
-			label = fmt.Sprintf("Open one-time + Record (%d B)", f.size)
-		case "health":
-			o = func(ctx context.Context, i int) error {
-				_, err := healthpb.NewHealthClient(ts.conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
+			level[k].label, level[k].runs = label, append(level[k].runs, r)
+		}
+	}
+	return level, nil
+}
+
+// measure builds the op called name anew and runs it once at concurrency
+// n, with the CPU time of the server it calls when its PID was given.
+func (l *load) measure(name string, n int) (*result, string, error) {
+	o, label, err := l.build(name)
+	if err != nil {
+		return nil, "", err
+	}
+	pid := l.serverPID
+	if strings.HasSuffix(name, "@echo") {
+		pid = l.echoPID
+	}
+	cpu := cpuDuring(pid, l.warmup, l.dur)
+	var r *result
+	if l.rate > 0 {
+		r = openLoop(o, n, l.rate, l.warmup, l.dur)
+	} else {
+		r = closedLoop(o, n, l.warmup, l.dur)
+	}
+	r.serverCPU = cpu()
+	if errors.Is(r.fatal, errPoolEmpty) {
+		return nil, "", errors.New("the pool of sealed states ran out: raise -pool-rate")
+	}
+	return r, label, nil
+}
+
+// reportLevel prints each op's run at concurrency n with the median
+// throughput, and adds it to medians (op -> median run per level) for the
+// tables after the last level.
+func (l *load) reportLevel(n int, level []opRuns, medians map[string][]*result) error {
+	for k, measured := range level {
+		slices.SortFunc(measured.runs, func(a, b *result) int { return cmp.Compare(len(a.lat), len(b.lat)) })
+		r := measured.runs[len(measured.runs)/2]
+		r.report(measured.label, n)
+		medians[l.ops[k]] = append(medians[l.ops[k]], r)
+		if l.timeline != "" {
+			if err := r.writeTimeline(l.timeline); err != nil {
 				return err
 			}
-			label = "health Check"
-		case "vault-transit":
-			vc, err := vault.NewClient(vault.DefaultConfig())
-			if err != nil {
-				return nil, "", err
-			}
-			plaintext := base64.StdEncoding.EncodeToString(payload)
-			o = func(ctx context.Context, _ int) error {
-				enc, err := vc.Logical().WriteWithContext(ctx, "transit/encrypt/"+f.vaultKey, map[string]any{"plaintext": plaintext})
-				if err != nil {
-					return err
-				}
-				_, err = vc.Logical().WriteWithContext(ctx, "transit/decrypt/"+f.vaultKey, map[string]any{"ciphertext": enc.Data["ciphertext"]})
-				return err
-			}
-			label = fmt.Sprintf("Vault Transit encrypt+decrypt (%d B)", f.size)
-		default:
-			return nil, "", fmt.Errorf("unknown op %q", name)
 		}
-		if onEcho {
-			label = "floor: echo " + label
-		}
-		if f.rate > 0 {
-			label += fmt.Sprintf(", offered %.0f/s", f.rate)
-		}
+	}
+	return nil
+}
+
+// build returns the op called name and its label in the table.
+func (l *load) build(name string) (op, string, error) {
+	if o, label, ok := mcpOp(name); ok {
 		return o, label, nil
 	}
-
-	medians := map[string][]*result{} // op -> median run per level
-	fmt.Printf("| call | concurrency | ops/s | p50 | p99 | errors |\n|---|---|---|---|---|---|\n")
-	for _, n := range f.levels {
-		// Each op runs -repeat times, the ops taking turns, and the run with
-		// the median throughput is reported: one slow second of a shared
-		// machine then moves no ratio.
-		runs := make([][]*result, len(f.ops))
-		labels := make([]string, len(f.ops))
-		for range max(f.repeat, 1) {
-			for k, name := range f.ops {
-				o, label, err := build(name)
-				if err != nil {
-					return err
-				}
-				pid := f.serverPID
-				if strings.HasSuffix(name, "@echo") {
-					pid = f.echoPID
-				}
-				cpu := cpuDuring(pid, f.warmup, f.dur)
-				var r *result
-				if f.rate > 0 {
-					r = openLoop(o, n, f.rate, f.warmup, f.dur)
-				} else {
-					r = closedLoop(o, n, f.warmup, f.dur)
-				}
-				r.serverCPU = cpu()
-				if errors.Is(r.fatal, errPoolEmpty) {
-					return errors.New("the pool of sealed states ran out: raise -pool-rate")
-				}
-				runs[k], labels[k] = append(runs[k], r), label
-			}
-		}
-		for k, rs := range runs {
-			slices.SortFunc(rs, func(a, b *result) int { return cmp.Compare(len(a.lat), len(b.lat)) })
-			r := rs[len(rs)/2]
-			r.report(labels[k], n)
-			medians[f.ops[k]] = append(medians[f.ops[k]], r)
-			if f.timeline != "" {
-				if err := r.writeTimeline(f.timeline); err != nil {
-					return err
-				}
-			}
-		}
+	if o, label, ok, err := flowOp(name, l.sealers, l.auth, l.payload); ok {
+		return o, label, err
 	}
-	reportFloors(f.ops, f.levels, medians)
-	reportFlows(f.levels, medians)
-	return nil
+	base, onEcho := strings.CutSuffix(name, "@echo")
+	ts, httpTargets := l.sealers, l.httpTargets
+	if onEcho {
+		if l.echoes == nil {
+			echoes, err := dial([]string{l.echoGRPC}, l.conns, insecure.NewCredentials())
+			if err != nil {
+				return nil, "", err
+			}
+			l.echoes = echoes
+		}
+		ts, httpTargets = l.echoes, []string{l.echoHTTP}
+	}
+	o, label, ok, err := l.sealerOp(base, ts, httpTargets)
+	switch {
+	case !ok:
+		return nil, "", fmt.Errorf("unknown op %q", name)
+	case err != nil:
+		return nil, "", err
+	}
+	if onEcho {
+		label = "floor: echo " + label
+	}
+	if l.rate > 0 {
+		label += fmt.Sprintf(", offered %.0f/s", l.rate)
+	}
+	return o, label, nil
+}
+
+// sealerOp returns the op called name on ts, the sealers or the echo floor
+// (httpTargets for the REST ops), if it is one.
+func (l *load) sealerOp(name string, ts *targets, httpTargets []string) (o op, label string, ok bool, err error) {
+	size := fmt.Sprintf(" (%d B)", l.size)
+	switch name {
+	case "seal-open":
+		if l.oneTime {
+			return l.retrying(l.sealOpen(ts, true)), "Seal+Open one-time" + size, true, nil
+		}
+		return l.retrying(l.sealOpen(ts, false)), "Seal+Open" + size, true, nil
+	case "seal-open-params":
+		return l.retrying(paramsSealOpen(ts, l.auth, l.payload)), "Seal+Open, params" + size, true, nil
+	case "rest-seal-open":
+		return restSealOpen(httpTargets, l.token, l.size), "REST Seal+Open, params" + size, true, nil
+	case "open":
+		o, err := l.openSealedBeforehand(ts)
+		return l.retrying(o), "Open" + size, true, err
+	case "open-onetime":
+		o, err := l.openOneTime(ts)
+		return l.retrying(o), "Open one-time" + size, true, err
+	case "open-onetime-record":
+		o, err := l.openOneTimeAndRecord(ts)
+		return l.retrying(o), "Open one-time + Record" + size, true, err
+	case "health":
+		return health(ts), "health Check", true, nil
+	case "vault-transit":
+		o, err := vaultTransit(l.vaultKey, l.payload)
+		return o, "Vault Transit encrypt+decrypt" + size, true, err
+	}
+	return nil, "", false, nil
+}
+
+// auth adds the bearer token of -token to ctx.
+func (l *load) auth(ctx context.Context) context.Context {
+	if l.token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+l.token)
+}
+
+// retrying runs o on target i, then with -retry on the following targets
+// while they are unavailable (a replica killed or draining).
+func (l *load) retrying(o op) op {
+	if !l.retry {
+		return o
+	}
+	return func(ctx context.Context, i int) error {
+		var err error
+		for k := range len(l.targets) {
+			if err = o(ctx, i+k); status.Code(err) != codes.Unavailable {
+				return err
+			}
+		}
+		return err
+	}
+}
+
+func (l *load) seal(ctx context.Context, ts *targets, i int, oneTime bool) (string, error) {
+	st, _, err := ts.client(i).Seal(l.auth(ctx), client.SealRequest{Principal: "alice", Request: toolCall, Payload: l.payload, OneTime: oneTime})
+	return st, err
+}
+
+func (l *load) open(ctx context.Context, ts *targets, i int, state string) error {
+	_, err := ts.client(i).Open(l.auth(ctx), client.OpenRequest{State: state, Principal: "alice", Request: toolCall})
+	return err
+}
+
+// sealOpen seals, then opens the state on the next target: a cross-replica
+// round trip when there are several.
+func (l *load) sealOpen(ts *targets, oneTime bool) op {
+	return func(ctx context.Context, i int) error {
+		st, err := l.seal(ctx, ts, i, oneTime)
+		if err != nil {
+			return err
+		}
+		return l.open(ctx, ts, i+1, st)
+	}
+}
+
+// openSealedBeforehand opens, again and again, an ordinary state sealed
+// before the clock starts.
+func (l *load) openSealedBeforehand(ts *targets) (op, error) {
+	st, err := l.seal(context.Background(), ts, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, i int) error { return l.open(ctx, ts, i, st) }, nil
+}
+
+// openOneTime opens one-time states sealed before the clock starts, each
+// once.
+func (l *load) openOneTime(ts *targets) (op, error) {
+	pool, err := l.oneTimePool(ts)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, i int) error {
+		st, err := take(pool)
+		if err != nil {
+			return err
+		}
+		return l.open(ctx, ts, i, st)
+	}, nil
+}
+
+// openOneTimeAndRecord is openOneTime with record_outcome, then the Record
+// of an outcome the size of the payload.
+func (l *load) openOneTimeAndRecord(ts *targets) (op, error) {
+	pool, err := l.oneTimePool(ts)
+	if err != nil {
+		return nil, err
+	}
+	d, err := toolCall.RequestDigest()
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, i int) error {
+		st, err := take(pool)
+		if err != nil {
+			return err
+		}
+		api := sealerv1.NewSealerClient(ts.conn(i))
+		resp, err := api.Open(l.auth(ctx), &sealerv1.OpenRequest{RequestState: st, Principal: "alice",
+			Request: &sealerv1.Binding{Digest: d[:]}, RecordOutcome: true})
+		if err != nil {
+			return err
+		}
+		if !resp.GetRecording() {
+			return errNotRecording
+		}
+		_, err = api.Record(l.auth(ctx), &sealerv1.RecordRequest{RequestState: st, Outcome: l.payload})
+		return err
+	}, nil
+}
+
+// oneTimePool seals the one-time states the open-onetime ops spend,
+// -pool-rate for each second of warmup and run, before the clock starts.
+func (l *load) oneTimePool(ts *targets) (chan string, error) {
+	pool := make(chan string, int(float64(l.poolRate)*(l.warmup+l.dur).Seconds()))
+	for len(pool) < cap(pool) {
+		st, err := l.seal(context.Background(), ts, len(pool), true)
+		if err != nil {
+			return nil, err
+		}
+		pool <- st
+	}
+	return pool, nil
+}
+
+// take returns a state from pool, or errPoolEmpty at once when none is
+// left: waiting would measure the pool, not the sealer.
+func take(pool chan string) (string, error) {
+	select {
+	case st := <-pool:
+		return st, nil
+	default:
+		return "", errPoolEmpty
+	}
+}
+
+func health(ts *targets) op {
+	return func(ctx context.Context, i int) error {
+		_, err := healthpb.NewHealthClient(ts.conn(i)).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+}
+
+// vaultTransit encrypts, then decrypts, payload with Vault Transit's key
+// (VAULT_ADDR, VAULT_TOKEN), for comparison.
+func vaultTransit(key string, payload []byte) (op, error) {
+	vc, err := vault.NewClient(vault.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	plaintext := base64.StdEncoding.EncodeToString(payload)
+	return func(ctx context.Context, _ int) error {
+		enc, err := vc.Logical().WriteWithContext(ctx, "transit/encrypt/"+key, map[string]any{"plaintext": plaintext})
+		if err != nil {
+			return err
+		}
+		_, err = vc.Logical().WriteWithContext(ctx, "transit/decrypt/"+key, map[string]any{"ciphertext": enc.Data["ciphertext"]})
+		return err
+	}, nil
 }
 
 var errPoolEmpty = errors.New("pool of sealed states is empty")
