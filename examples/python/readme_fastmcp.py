@@ -20,7 +20,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 from fastmcp import Context, FastMCP
-from mcp_sealer import GrpcClient, RestClient, grpc_client, rest_client
+from mcp_sealer import SealerClient, grpc_client, rest_client
 from mcp_sealer.mcp import sealed_request_state
 
 import mrtr_tools
@@ -44,7 +44,7 @@ server.prompt(_handler(mrtr_tools.prompt), name=mrtr_tools.PROMPT, description=m
 # The three lines, the client at module level. This server has no
 # authentication, so every caller is one principal.
 client = os.environ.get("SEALER_CLIENT", "grpc")
-sealer: GrpcClient | RestClient
+sealer: SealerClient
 if client == "grpc":
     sealer = grpc_client(os.environ.get("SEALER_URL", "http://127.0.0.1:7443"))
 elif client == "rest":

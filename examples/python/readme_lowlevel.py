@@ -24,7 +24,7 @@ import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_sealer import GrpcClient, RestClient, grpc_client, rest_client
+from mcp_sealer import SealerClient, grpc_client, rest_client
 from mcp_sealer.mcp import sealed_request_state
 from mcp_types import (
     INVALID_PARAMS,
@@ -83,7 +83,7 @@ server = Server("sealer-readme-lowlevel", on_list_tools=list_tools, on_call_tool
 # The three lines, the client at module level. This server has no
 # authentication, so every caller is one principal.
 client = os.environ.get("SEALER_CLIENT", "grpc")
-sealer: GrpcClient | RestClient
+sealer: SealerClient
 if client == "grpc":
     sealer = grpc_client(os.environ.get("SEALER_URL", "http://127.0.0.1:7443"))
 elif client == "rest":

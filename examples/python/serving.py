@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
-from mcp_sealer import GrpcClient, RestClient, SealerClient, grpc_client, rest_client
+from mcp_sealer import SealerClient, grpc_client, rest_client
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import mrtr_tools
@@ -131,7 +131,7 @@ def parse_args(description: str) -> argparse.Namespace:
     return p.parse_args()
 
 
-def sealer_client(args: argparse.Namespace) -> GrpcClient | RestClient:
+def sealer_client(args: argparse.Namespace) -> SealerClient:
     """The sealer client the flags name: gRPC by default, REST with --rest."""
     return rest_client(args.sealer) if args.rest else grpc_client(args.sealer)
 

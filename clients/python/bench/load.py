@@ -56,8 +56,7 @@ import grpc.aio
 import httpx
 from google.protobuf import json_format, timestamp_pb2
 
-from mcp_sealer import DEFAULT_TIMEOUT, grpc_client, request_digest, rest_client, tool_call
-from mcp_sealer.client import SealerClient
+from mcp_sealer import DEFAULT_TIMEOUT, SealerClient, grpc_client, request_digest, rest_client, tool_call
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
 from mcp_sealer.gen.sealer.v1 import sealer_pb2_grpc
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_sealer import TLS, Reason, SealerError, grpc_client, rest_client
-from mcp_sealer.client import opened_of, sealed_of
+from mcp_sealer._client import opened_of, sealed_of
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
 
 

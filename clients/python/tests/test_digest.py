@@ -21,16 +21,17 @@ from typing import Any
 
 import pytest
 
-from mcp_sealer.digest import (
+from mcp_sealer import (
     INPUT_REQUIRED_METHODS,
     MAX_DEPTH,
     MAX_SAFE_INTEGER,
     MAX_VALUES,
+    Reason,
+    SealerError,
     check_param_name,
     request_digest,
     salient_params,
 )
-from mcp_sealer.errors import Reason, SealerError
 
 # The repository's root is three levels up from clients/python/tests.
 VECTORS = Path(__file__).resolve().parents[3] / "sealer" / "testdata" / "vectors.json"

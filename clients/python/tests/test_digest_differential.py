@@ -2,7 +2,7 @@
 
 Each request's params are written as JSON text once; the Go core
 (mcpdigest.Request, through internal/cmd/digestoracle) reads that text,
-and mcp_sealer.digest reads json.loads of the same text, as a Python MCP
+and mcp_sealer.request_digest reads json.loads of the same text, as a Python MCP
 server would hold it. Both must refuse, or both give the same digest.
 
 What only the text path can refuse (FORMAT.md, "Params as text, params
@@ -33,8 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_sealer.digest import MAX_SAFE_INTEGER, MAX_VALUES, request_digest
-from mcp_sealer.errors import Reason, SealerError
+from mcp_sealer import MAX_SAFE_INTEGER, MAX_VALUES, Reason, SealerError, request_digest
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = 10_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_sealer.errors import Reason, SealerError
+from mcp_sealer import Reason, SealerError
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
 
 

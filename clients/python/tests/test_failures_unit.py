@@ -21,8 +21,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_sealer import TLS, Reason, Sealed, SealerError, grpc_client, rest_client
+from mcp_sealer._errors import TLS_FAILURE
 from mcp_sealer._grpc import from_grpc
-from mcp_sealer.errors import TLS_FAILURE
 from mcp_sealer.mcp import SEALER_UNAVAILABLE, SealedRequestState, SealerUnready, sealed_request_state
 
 from .test_issue42_unit import self_signed

@@ -39,7 +39,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 import mcp_sealer
-from mcp_sealer import TLS, GrpcClient, Reason, RestClient, Sealed, SealerClient, SealerError, grpc_client, rest_client
+from mcp_sealer import TLS, Reason, Sealed, SealerClient, SealerError, grpc_client, rest_client
 from mcp_sealer import mcp as sealer_mcp
 from mcp_sealer.mcp import sealed_request_state
 
@@ -284,7 +284,7 @@ async def test_issue42_a_hung_sealer_is_bounded_by_one_deadline() -> None:
 # with retryable=True, and an HTTP 400 from a TLS port as retryable". The
 # same TLS failure over gRPC was retryable too. Before the fix: retryable=True.
 @pytest.mark.parametrize(("make", "failure"), [(rest_client, "TLS verification"), (grpc_client, "TLS verification"), (rest_client, "HTTP 400 from a TLS port")])
-async def test_issue42_failures_that_cannot_pass_are_not_retryable(make: Callable[..., GrpcClient | RestClient], failure: str, tmp_path: Path) -> None:
+async def test_issue42_failures_that_cannot_pass_are_not_retryable(make: Callable[..., SealerClient], failure: str, tmp_path: Path) -> None:
     if failure == "TLS verification":
         serve, scheme, tls = tls_server(tmp_path), "https", untrusting(tmp_path)
     else:

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError, answers, rest_client
+from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError, _answers, rest_client
+from mcp_sealer._client import LoopBound, opened_of, recorded_of
 from mcp_sealer._grpc import from_grpc
 from mcp_sealer._rest import _grpc_timeout, from_rest
-from mcp_sealer.client import LoopBound, opened_of, recorded_of
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
 from mcp_sealer.mcp import REQUEST_IN_PROGRESS, SealedRequestState
 
@@ -57,23 +57,23 @@ OBJECTS = st.dictionaries(st.text(), JSON, max_size=6)
 
 @given(OBJECTS)
 def test_a_result_reads_back_as_it_was_sent(result: dict[str, Any]) -> None:
-    data = answers.encode_result(result)
+    data = _answers.encode_result(result)
     assert json.loads(data) == {"result": result}  # the convention, as any JSON reader sees it
-    assert answers.decode(data) == answers.Answer(result=result)
+    assert _answers.decode(data) == _answers.Answer(result=result)
 
 
 @given(st.integers(-(2**31), 2**31 - 1), st.text(), JSON)
 def test_an_error_reads_back_as_it_was_sent(code: int, message: str, data: Any) -> None:
-    out = answers.decode(answers.encode_error(code, message, data))
+    out = _answers.decode(_answers.encode_error(code, message, data))
     want = {"code": code, "message": message} | ({} if data is None else {"data": data})
-    assert out == answers.Answer(error=want)
+    assert out == _answers.Answer(error=want)
 
 
 @given(st.binary())
 @settings(max_examples=300)
 def test_any_bytes_decode_or_raise_value_error(data: bytes) -> None:
     try:
-        out = answers.decode(data)
+        out = _answers.decode(data)
     except ValueError:
         return
     assert (out.result is None) != (out.error is None)
@@ -99,12 +99,12 @@ def test_any_bytes_decode_or_raise_value_error(data: bytes) -> None:
 )
 def test_what_is_not_the_convention_is_refused(doc: bytes) -> None:
     with pytest.raises(ValueError, match="an outcome"):
-        answers.decode(doc)
+        _answers.decode(doc)
 
 
 def test_no_nan_in_an_outcome() -> None:
     with pytest.raises(ValueError, match="JSON"):
-        answers.encode_result({"x": float("nan")})
+        _answers.encode_result({"x": float("nan")})
 
 
 # The middleware.
@@ -181,7 +181,7 @@ async def test_the_answer_sent_is_recorded_and_replayed() -> None:
     assert sent == PAID and handler.runs == 1
     assert sealer.opens[0]["record_outcome"] is True
     # The state as the retry carried it, and the answer as it went out.
-    assert sealer.records == [(STATE, answers.encode_result(PAID))]
+    assert sealer.records == [(STATE, _answers.encode_result(PAID))]
 
     sealer.outcome = Outcome(sealer.records[0][1], NOW)
     again = await mw(retry(), handler)
@@ -197,7 +197,7 @@ async def test_the_next_rounds_sealed_state_is_what_is_recorded() -> None:
     sent = await mw(retry(), Handler(asked))
     await mw.flush()
     assert sent["requestState"] == "Ag-sealed-1"
-    recorded = answers.decode(sealer.records[0][1])
+    recorded = _answers.decode(sealer.records[0][1])
     assert recorded.result == sent and "plaintext step 3" not in sealer.records[0][1].decode()
 
 

@@ -11,13 +11,17 @@ expiry, optionally opening once, rounds of one request bound as a flow.
 
 on a server with the SDK's own auth; elsewhere pass ``principal=`` (or
 ``allow_anonymous=True``).
+
+Everything public is here, and ``mcp_sealer.mcp`` for the SDK; the modules
+whose names start with ``_`` are the implementation, and may change in any
+release. A client is built by ``grpc_client`` or ``rest_client``, and
+either is a ``SealerClient``.
 """
 
 from __future__ import annotations
 
-from ._grpc import GrpcClient
-from ._rest import RestClient
-from .client import (
+from . import _grpc, _rest
+from ._client import (
     DEFAULT_TIMEOUT,
     Binding,
     Flow,
@@ -35,27 +39,30 @@ from .client import (
     resource_read,
     tool_call,
 )
-from .digest import request_digest
-from .errors import Reason, SealerError
-from .tls import TLS
+from ._digest import INPUT_REQUIRED_METHODS, MAX_DEPTH, MAX_SAFE_INTEGER, MAX_VALUES, check_param_name, request_digest, salient_params
+from ._errors import Reason, SealerError
+from ._tls import TLS
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "INPUT_REQUIRED_METHODS",
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "MAX_VALUES",
     "TLS",
     "Binding",
     "Flow",
     "FlowRequest",
-    "GrpcClient",
     "Opened",
     "Outcome",
     "Reason",
     "Recorded",
     "Request",
-    "RestClient",
     "Sealed",
     "SealerClient",
     "SealerError",
     "Token",
+    "check_param_name",
     "flow_after",
     "grpc_client",
     "input_keys",
@@ -63,21 +70,22 @@ __all__ = [
     "request_digest",
     "resource_read",
     "rest_client",
+    "salient_params",
     "tool_call",
 ]
 
 
-def grpc_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> GrpcClient:
+def grpc_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> SealerClient:
     """A client of the sealer's gRPC API at ``url`` (http://host:port, or https:// for TLS).
 
     ``token`` is a bearer token (or a function returning one for each call),
     sent over http:// only to loopback (else ValueError: use https://);
     ``timeout`` the deadline of each call in seconds unless the call gives its own.
     """
-    return GrpcClient(url, token=token, tls=tls, timeout=timeout)
+    return _grpc.GrpcClient(url, token=token, tls=tls, timeout=timeout)
 
 
-def rest_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> RestClient:
+def rest_client(url: str, *, token: Token | None = None, tls: TLS | None = None, timeout: float = DEFAULT_TIMEOUT) -> SealerClient:
     """A client of the sealer's REST API at ``url`` (http://host:port, or https:// for TLS),
     with the same options and the same refusal of a token over http:// off loopback."""
-    return RestClient(url, token=token, tls=tls, timeout=timeout)
+    return _rest.RestClient(url, token=token, tls=tls, timeout=timeout)

@@ -8,18 +8,18 @@ import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
-from .client import DEFAULT_TIMEOUT, MAX_OUTCOME, BaseClient, LoopBound, Token, base_url, token_of
-from .errors import DEADLINE, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
+from ._client import DEFAULT_TIMEOUT, MAX_OUTCOME, LoopBound, SealerClient, Token, base_url, token_of
+from ._errors import DEADLINE, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
+from ._tls import TLS
 from .gen.sealer.v1 import sealer_pb2 as pb
 from .gen.sealer.v1 import sealer_pb2_grpc
-from .tls import TLS
 
 _STATUS_DETAILS = "grpc-status-details-bin"
 # The largest reply read from the sealer: the largest recorded outcome and its message.
 _MAX_REPLY = 2 * MAX_OUTCOME
 
 
-class GrpcClient(BaseClient):
+class GrpcClient(SealerClient):
     """A client of the sealer's gRPC API. Safe for concurrent use by the tasks of one event loop.
 
     It may be built anywhere, at import time included: its channel is made on

@@ -15,10 +15,10 @@ import httpx
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from .client import DEFAULT_TIMEOUT, MAX_OUTCOME, BaseClient, LoopBound, Token, base_url, token_of
-from .errors import DEADLINE, HTTP_STATUS, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
+from ._client import DEFAULT_TIMEOUT, MAX_OUTCOME, LoopBound, SealerClient, Token, base_url, token_of
+from ._errors import DEADLINE, HTTP_STATUS, NOT_THE_SEALER, TLS_FAILURE, UNREACHABLE, Reason, SealerError
+from ._tls import TLS
 from .gen.sealer.v1 import sealer_pb2 as pb
-from .tls import TLS
 
 # The largest reply read from the sealer: the largest recorded outcome, in base64, and its JSON.
 _MAX_REPLY = 2 * MAX_OUTCOME
@@ -27,7 +27,7 @@ _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 M = TypeVar("M", bound=Message)
 
 
-class RestClient(BaseClient):
+class RestClient(SealerClient):
     """A client of the sealer's REST API. Safe for concurrent use by the tasks of one event loop.
 
     Like ``GrpcClient``, it may be built at import time: its connection pool

@@ -50,14 +50,15 @@ Recorded outcomes (README, "Recorded outcomes"): every open asks the sealer
 to keep the state's answer (``record_outcomes``, on by default), which it
 does for a one-time state or a latest-only round. The open that consumes
 such a state runs the handler, and the answer sent, result or JSON-RPC error
-(``mcp_sealer.answers``), is then recorded in the background: a failed
+(as ``{"result": ...}`` or ``{"error": ...}``, the one form of every
+adapter), is then recorded in the background: a failed
 record is logged and never holds up or changes the answer. A retry of that
 state that passes every check (the same principal, request and input keys)
 is answered with the recorded answer under its own id, and the handler does
 not run again; any other retry is refused as before.
 
 Lifetime: the client is built anywhere, at import time included, and binds
-to the running event loop on first use (``mcp_sealer.client.LoopBound``);
+to the running event loop on first use (``SealerClient``);
 ``sealed_request_state`` wraps the server's lifespan, so that at start the
 sealer is asked for one seal (does it answer, are the credentials accepted:
 a failure is logged with the sealer's address and reason, and stops the
@@ -87,10 +88,10 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, ErrorDat
 from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required, parse_client_request, validate_client_request
 from pydantic import BaseModel, ValidationError
 
-from . import answers
-from .client import Opened, Outcome, SealerClient, flow_after, input_keys
-from .digest import request_digest
-from .errors import DEADLINE, Reason, SealerError
+from . import _answers
+from ._client import Opened, Outcome, SealerClient, flow_after, input_keys
+from ._digest import request_digest
+from ._errors import DEADLINE, Reason, SealerError
 
 __all__ = [
     "ANONYMOUS",
@@ -201,7 +202,7 @@ def _replay(method: str, outcome: Outcome) -> HandlerResult:
     """The answer recorded for a retry's state, to send under the retry's id:
     its result, or its error raised."""
     try:
-        answer = answers.decode(outcome.data)
+        answer = _answers.decode(outcome.data)
     except ValueError as e:
         logger.error("a retry on %s: the outcome recorded for its state is not an answer (%s)", method, e)
         raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
@@ -370,9 +371,9 @@ class SealedRequestState:
                 # on every transport: the answer recorded is the answer sent.
                 logger.exception("the handler of %s raised", method)
                 error = ErrorData(code=INTERNAL_ERROR, message="Internal server error")
-                self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_error, error.code, error.message)))
+                self._record_later(method, opened, _outcome_of(method, functools.partial(_answers.encode_error, error.code, error.message)))
                 raise MCPError.from_error_data(error) from None
-            self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_error, error.code, error.message, error.data)))
+            self._record_later(method, opened, _outcome_of(method, functools.partial(_answers.encode_error, error.code, error.message, error.data)))
             raise
         except BaseException:
             # Cancelled: no answer goes out, so none is recorded, and a retry
@@ -380,7 +381,7 @@ class SealedRequestState:
             self._record_later(method, opened, b"")
             raise
         sent = _wire(result)
-        self._record_later(method, opened, _outcome_of(method, functools.partial(answers.encode_result, sent)))
+        self._record_later(method, opened, _outcome_of(method, functools.partial(_answers.encode_result, sent)))
         return sent
 
     def _record_later(self, method: str, opened: Opened, outcome: bytes) -> None:

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import rfc8785
 
-from .errors import invalid_argument
+from ._errors import invalid_argument
 
 __all__ = [
     "INPUT_REQUIRED_METHODS",

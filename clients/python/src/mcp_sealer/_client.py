@@ -12,13 +12,13 @@ import datetime as _dt
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
-from .digest import request_digest, well_formed
-from .errors import NOT_THE_SEALER, Reason, SealerError, invalid_argument
+from ._digest import request_digest, well_formed
+from ._errors import NOT_THE_SEALER, Reason, SealerError, invalid_argument
 from .gen.sealer.v1 import sealer_pb2 as pb
 
 #: The deadline of each call, in seconds, unless the call or the client gives its own.
@@ -137,47 +137,7 @@ class Recorded:
     kept_until: _dt.datetime
 
 
-class SealerClient(Protocol):
-    """A sealer client over gRPC or REST: ``grpc_client`` or ``rest_client``."""
-
-    async def seal(
-        self,
-        *,
-        principal: str,
-        request: Binding,
-        payload: bytes = b"",
-        ttl: float | None = None,
-        one_time: bool = False,
-        flow: FlowRequest | None = None,
-        timeout: float | None = None,
-    ) -> Sealed:
-        """Returns a new requestState bound to the principal and the request."""
-        ...
-
-    async def open(
-        self,
-        request_state: str,
-        *,
-        principal: str,
-        request: Binding,
-        responded: Sequence[str] | None = None,
-        record_outcome: bool = False,
-        timeout: float | None = None,
-    ) -> Opened:
-        """Checks a state against the retry presenting it and returns what was sealed;
-        a refused state raises a SealerError whose ``rejected`` is true."""
-        ...
-
-    async def record(self, request_state: str, outcome: bytes, *, timeout: float | None = None) -> Recorded:
-        """Records the answer sent for a state an open with ``record_outcome`` consumed."""
-        ...
-
-    async def close(self) -> None:
-        """Closes the connections."""
-        ...
-
-
-C = TypeVar("C", bound="BaseClient")
+C = TypeVar("C", bound="SealerClient")
 R = TypeVar("R")
 
 
@@ -216,10 +176,16 @@ class LoopBound(Generic[R]):
         return value if loop is running else None
 
 
-class BaseClient:
-    """Seal and Open as both transports make them: the proto requests built
-    here, sent by the transport's ``_seal`` and ``_open``, the replies checked
-    here."""
+class SealerClient:
+    """A client of the sealer, over gRPC or REST: built by ``grpc_client`` or
+    ``rest_client``, and the type to annotate either with. Safe for
+    concurrent use by the tasks of one event loop; it may be built anywhere,
+    at import time included: it connects on first use, in the running loop.
+
+    The calls are made here, the same over both transports: the proto
+    requests built, sent by the transport's ``_seal``, ``_open`` and
+    ``_record``, the replies checked. A stand-in for tests subclasses it
+    and overrides the calls it needs."""
 
     #: The sealer's scheme://host:port, for log lines (never a credential).
     url: str = ""
