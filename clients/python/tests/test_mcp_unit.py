@@ -5,6 +5,7 @@ memory stands for the real one, whose refusals the integration tests show."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, CallToolResult
 from pydantic import AnyHttpUrl, ValidationError
 
-from mcp_sealer import Opened, Reason, Sealed, SealerError
+from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError
 from mcp_sealer import mcp as sealer_mcp
 from mcp_sealer.mcp import SealedRequestState, sealed_request_state
 
@@ -224,6 +225,59 @@ async def test_principal_function_runs_once_per_round() -> None:
     await two_rounds(mw, sealer)
     # Round 1 seals; round 2 opens and seals: one run each.
     assert len(runs) == 2, f"the principal function ran {len(runs)} times in 2 rounds"
+
+
+class OutcomeSealer(MemorySealer):
+    """A MemorySealer whose opens consume each state for its outcome, as the
+    sealer opens a latest-only round, and keep what is recorded: a state
+    opened again answers its outcome."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcomes: dict[str, bytes] = {}
+
+    async def open(self, request_state: str, *, principal: str, **kw: Any) -> Opened:
+        opened = await super().open(request_state, principal=principal, **kw)
+        if request_state in self.outcomes:
+            return Opened(b"", NOW, NOW, request_state, outcome=Outcome(self.outcomes[request_state], NOW))
+        return dataclasses.replace(opened, recording=True)
+
+    async def record(self, request_state: str, outcome: bytes, **_: Any) -> Recorded:
+        self.outcomes[request_state] = outcome
+        return Recorded(NOW)
+
+
+async def test_principal_function_runs_once_per_request_that_records() -> None:
+    """A round whose state opens for its outcome runs the handler inside the
+    record and seals the next round there: the state opened and the state
+    sealed still bind one run of the principal function, and a retry
+    answered with the recorded answer runs it once too."""
+    runs = 0
+
+    def principal(_: ServerRequestContext[Any, Any]) -> str:
+        nonlocal runs
+        runs += 1
+        return "alice"
+
+    sealer = OutcomeSealer()
+    mw = sealed_request_state(tools_server(), sealer, principal=principal)
+    per_request: list[int] = []
+
+    async def request(state: str | None = None) -> dict[str, Any]:
+        nonlocal runs
+        runs = 0
+        answer: dict[str, Any] = await mw(ctx(tools_call(None if state is None else CONFIRM, state)), ask_again)
+        await mw.flush()
+        per_request.append(runs)
+        return answer
+
+    first = await request()
+    second = await request(first["requestState"])
+    replayed = await request(first["requestState"])
+    await request(second["requestState"])
+    assert replayed == second, "the retry was not answered with the recorded answer"
+    assert [c for c, _ in sealer.calls] == ["seal", "open", "seal", "open", "open", "seal"]
+    assert per_request == [1, 1, 1, 1], f"the principal function ran {per_request} times in each of 4 requests, want once each"
 
 
 # Finding 10: check, then open.
