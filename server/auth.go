@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/mcp-sealer/sealer/server/metrics"
 	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
@@ -71,12 +72,12 @@ func (a *authenticator) roots() *x509.CertPool {
 }
 
 // newAuthenticator loads TLS files and tenants.
-func newAuthenticator(cfg Config, log *slog.Logger, m *metrics) (*authenticator, *tlsFiles, error) {
+func newAuthenticator(cfg Config, log *slog.Logger, m *metrics.Set) (*authenticator, *tlsFiles, error) {
 	auth := &authenticator{}
 	var tf *tlsFiles
 	if cfg.TLSCert != "" {
 		var err error
-		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log, func(err error) { m.reloaded("tls", err) }); err != nil {
+		if tf, err = newTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log, func(err error) { m.Reloaded("tls", err) }); err != nil {
 			return nil, nil, err
 		}
 		if cfg.TLSClientCA != "" {
@@ -96,7 +97,7 @@ func newAuthenticator(cfg Config, log *slog.Logger, m *metrics) (*authenticator,
 
 // reloadOnHangup reloads the tenants file on SIGHUP. A file that does not
 // load is refused and the tenants in force stay.
-func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger, m *metrics) error {
+func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *slog.Logger, m *metrics.Set) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -106,7 +107,7 @@ func reloadOnHangup(ctx context.Context, cfg Config, auth *authenticator, log *s
 			return nil
 		case <-hup:
 			ts, err := tenant.Load(cfg.TenantsFile, cfg.tenantBounds(), cfg.TLSClientCA != "")
-			m.reloaded("tenants", err)
+			m.Reloaded("tenants", err)
 			if err != nil {
 				log.Error("tenants reload refused; the previous tenants stay in force", "cause", err.Error())
 				continue

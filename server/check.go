@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/keys/vault"
 	"github.com/mcp-sealer/sealer/ledger/redis"
+	"github.com/mcp-sealer/sealer/server/metrics"
 )
 
 // Check validates cfg as New would, without serving: the flags, the TLS
@@ -24,7 +25,7 @@ import (
 func Check(ctx context.Context, cfg Config) error {
 	errs := []error{cfg.Validate()}
 	discard := slog.New(slog.DiscardHandler)
-	if _, _, err := newAuthenticator(cfg, discard, newMetrics(time.Second)); err != nil {
+	if _, _, err := newAuthenticator(cfg, discard, metrics.New(time.Second)); err != nil {
 		errs = append(errs, err)
 	}
 	if kind, ok := keySources[cfg.Keys]; ok && kind.check(cfg) == nil {

@@ -68,7 +68,7 @@ func (s *service) gateHTTP(next http.Handler, concurrent int, writeErr func(http
 // refuse counts and logs (sampled) an unauthenticated call and returns the
 // status its caller gets.
 func (s *service) refuse(transport string, err error) error {
-	s.metrics.unauthenticated.WithLabelValues(transport).Inc()
+	s.metrics.Unauthenticated(transport)
 	s.refusals.log(s.log, err, "transport", transport)
 	st, _ := statusOf(err)
 	return st
@@ -167,7 +167,7 @@ func (s *service) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // and the tenant's limits, errors to statuses, metrics and the audit event.
 func (s *service) gate(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
 	t := tenantOf(ctx)
-	timer := s.metrics.start(t.Name, method)
+	timer := s.metrics.Start(t.Name, method)
 	var resp any
 	err := s.admit()
 	if err == nil {
@@ -187,7 +187,7 @@ func (s *service) gate(ctx context.Context, method string, req any, handler grpc
 		}
 	}
 	err, reason := toStatus(ctx, s.log, t.Name, method, err)
-	timer.done(reason)
+	timer.Done(reason)
 	s.audit.Record(ctx, t.Name, method, req, resp, reason)
 	return resp, err
 }

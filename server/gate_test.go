@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -88,7 +87,7 @@ func TestUnauthenticatedCallsAreCountedNotAudited(t *testing.T) {
 	if auditOut.String() != "" {
 		t.Errorf("unauthenticated calls wrote audit events:\n%s", auditOut)
 	}
-	if n := testutil.ToFloat64(s.metrics.unauthenticated.WithLabelValues("grpc")); n != 3 {
+	if n := counter(t, s.metrics, "sealer_unauthenticated_total", "transport", "grpc"); n != 3 {
 		t.Errorf("sealer_unauthenticated_total = %v, want 3", n)
 	}
 	// An authenticated call is audited.

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,7 +44,7 @@ func (s *service) httpHandler(ctx context.Context, probes func(*http.ServeMux)) 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/", s.gateHTTP(s.trace.httpHandler(http.MaxBytesHandler(gw, maxRequest)), maxHTTPInFlight, writeErr))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metrics.Handler())
 	probes(mux)
 	return mux, nil
 }

@@ -93,7 +93,7 @@ func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened
 	result := outcomeInProgress
 	defer func() {
 		span.SetAttributes(attribute.String("sealer.outcome", result))
-		s.metrics.outcomes.WithLabelValues(t.Name, result).Inc()
+		s.metrics.Outcome(t.Name, result)
 	}()
 	for pause := replayPollFirst; ; pause = min(2*pause, replayPollMax) {
 		blob, err := s.recorder.Outcome(ctx, t.Name, e)
@@ -210,10 +210,10 @@ func (s *service) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sea
 	default:
 		result = outcomeFailed
 		if !errors.Is(ctx.Err(), context.Canceled) {
-			s.metrics.ledgerErr.Inc()
+			s.metrics.LedgerFailed()
 		}
 	}
-	s.metrics.outcomes.WithLabelValues(t.Name, result).Inc()
+	s.metrics.Outcome(t.Name, result)
 	if err == nil {
 		err = rerr
 	}

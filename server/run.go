@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/server/audit"
+	"github.com/mcp-sealer/sealer/server/metrics"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -99,8 +100,8 @@ func (s *Server) openParts(ctx context.Context) error {
 	if s.keys, err = openKeys(ctx, s.cfg, s.log, s.trace); err != nil {
 		return err
 	}
-	m := newMetrics(s.cfg.LedgerTimeout)
-	if s.ledger, err = openLedger(s.cfg, s.log, func(n int) { m.swept.Add(float64(n)) }); err != nil {
+	m := metrics.New(s.cfg.LedgerTimeout)
+	if s.ledger, err = openLedger(s.cfg, s.log, m.Swept); err != nil {
 		return err
 	}
 	auth, tf, err := newAuthenticator(s.cfg, s.log, m)
@@ -121,12 +122,12 @@ func (s *Server) openParts(ctx context.Context) error {
 	if s.cfg.ClockCheck && s.ledger.clock != nil {
 		s.svc.clock = newClockCheck(s.ledger.clock, s.cfg.Skew, s.log)
 		s.svc.clock.measure(ctx)
-		m.gauge("sealer_clock_offset_seconds", "This replica's clock offset from the ledger's (the ledger's time minus ours) at the last check (every second).",
+		m.Gauge("sealer_clock_offset_seconds", "This replica's clock offset from the ledger's (the ledger's time minus ours) at the last check (every second).",
 			s.svc.clock.offset)
-		m.gauge("sealer_clock_offset_limit_seconds", "The clock offset beyond which this replica refuses one-time and latest-only opens and reports unready.",
+		m.Gauge("sealer_clock_offset_limit_seconds", "The clock offset beyond which this replica refuses one-time and latest-only opens and reports unready.",
 			func() float64 { return s.svc.clock.limit.Seconds() })
 	}
-	m.watchKeys(s.keys.Refresher)
+	m.WatchKeys(s.keys.Refresher)
 	var opts []grpc.ServerOption
 	if tf != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tf.config())))
@@ -140,17 +141,16 @@ func (s *Server) openParts(ctx context.Context) error {
 	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
 		clockOff: clockOff, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
-	m.gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
+	m.Gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
 		func() float64 { return bit(s.ready.current() == nil) })
-	m.gauge("sealer_ledger_up", "1 when the ledger answered its last check (every 500ms), else 0.",
+	m.Gauge("sealer_ledger_up", "1 when the ledger answered its last check (every 500ms), else 0.",
 		func() float64 { return bit(s.ready.ledgerUp.Load()) })
-	m.zero(s.cfg.TenantsFile != "", tf != nil)
+	m.Zero(s.cfg.TenantsFile != "", tf != nil)
 	if tf != nil {
-		m.gauge("sealer_tls_certificate_expiry_timestamp_seconds", "Unix time at which the serving certificate expires.",
-			func() float64 { return seconds(tf.notAfter()) })
+		m.TimeGauge("sealer_tls_certificate_expiry_timestamp_seconds", "Unix time at which the serving certificate expires.", tf.notAfter)
 	}
 	if s.keys.login != nil {
-		m.gauge("sealer_vault_login_ok", "1 while the Vault login holds a token that Vault accepted at the last login or renewal, else 0.",
+		m.Gauge("sealer_vault_login_ok", "1 while the Vault login holds a token that Vault accepted at the last login or renewal, else 0.",
 			func() float64 { return bit(s.keys.login.OK()) })
 	}
 	s.http, err = s.svc.httpServer(ctx, tf, func(mux *http.ServeMux) { s.ready.handle(mux, s.ledger.String()) })
@@ -222,11 +222,11 @@ func (s *Server) shutdown() {
 
 // openAudit returns where audit events go: the service log, or the file at
 // path (--audit-log), its counters registered with m.
-func openAudit(path string, log *slog.Logger, m *metrics) (*audit.Log, error) {
+func openAudit(path string, log *slog.Logger, m *metrics.Set) (*audit.Log, error) {
 	if path == "" {
 		return audit.ToLogger(log), nil
 	}
-	return audit.Open(path, m.registry)
+	return audit.Open(path, m.Registerer())
 }
 
 // Close releases what New opened: listeners, the audit log, the ledger.

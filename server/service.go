@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server/audit"
+	"github.com/mcp-sealer/sealer/server/metrics"
 	"github.com/mcp-sealer/sealer/server/tenant"
 )
 
@@ -50,7 +51,7 @@ type service struct {
 	now      func() time.Time
 	clock    *clockCheck // nil: no check
 	log      *slog.Logger
-	metrics  *metrics
+	metrics  *metrics.Set
 	refusals *sampledLog
 	trace    *tracing
 	stopping chan struct{} // closed when the listeners stop accepting
@@ -263,11 +264,11 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, 
 	}
 	reason := ledgerReason(err)
 	span.SetAttributes(attribute.String("sealer.ledger.outcome", reason))
-	s.metrics.ledger.WithLabelValues(reason).Observe(time.Since(start).Seconds())
+	s.metrics.LedgerConsumed(reason, time.Since(start))
 	// A caller that hung up is not a ledger failure: counted, it would page
 	// (the ledger-errors alert) for every client that gives up.
 	if reason == reasonLedgerUnavailable && !errors.Is(ctx.Err(), context.Canceled) {
-		s.metrics.ledgerErr.Inc()
+		s.metrics.LedgerFailed()
 	}
 	if err != nil {
 		clear(o.Payload)

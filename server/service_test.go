@@ -21,8 +21,8 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
+	"github.com/mcp-sealer/sealer/server/metrics"
 	"github.com/mcp-sealer/sealer/server/tenant"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // failingLedger is a fake for the error path: a ledger that cannot answer.
@@ -55,7 +55,7 @@ func testService(t *testing.T, l consumer) *service {
 	auth := &authenticator{}
 	auth.tenants.Store(tenant.Implicit(Defaults().tenantBounds()))
 	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		metrics: newMetrics(time.Second), refusals: newSampledLog("refused"), trace: tracingOff()}
+		metrics: metrics.New(time.Second), refusals: newSampledLog("refused"), trace: tracingOff()}
 }
 
 // call runs a method through the service's interceptor, as gRPC does.
@@ -164,13 +164,43 @@ func TestConsume_CallerGoneIsNotALedgerError(t *testing.T) {
 	if err := s.consume(gone, "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("caller gone: got %v, want ErrUnavailable", err)
 	}
-	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 0 {
+	if n := counter(t, s.metrics, "sealer_ledger_errors_total"); n != 0 {
 		t.Fatalf("caller gone: sealer_ledger_errors_total = %v, want 0", n)
 	}
 	if err := s.consume(context.Background(), "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("ledger down: got %v, want ErrUnavailable", err)
 	}
-	if n := testutil.ToFloat64(s.metrics.ledgerErr); n != 1 {
+	if n := counter(t, s.metrics, "sealer_ledger_errors_total"); n != 1 {
 		t.Fatalf("ledger down: sealer_ledger_errors_total = %v, want 1", n)
 	}
+}
+
+// counter reads a counter as a scrape would: the value of the series of
+// name whose labels include these name and value pairs.
+func counter(t *testing.T, m *metrics.Set, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			matched := 0
+			for _, l := range s.GetLabel() {
+				for i := 0; i+1 < len(labels); i += 2 {
+					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+						matched++
+					}
+				}
+			}
+			if matched == len(labels)/2 {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
 }

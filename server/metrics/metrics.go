@@ -1,6 +1,12 @@
-package server
+// Package metrics holds the sealer's Prometheus metrics (docs/OPERATIONS.md
+// lists them) behind methods named for what happened: a call started and
+// ended, a ledger consume took so long, a reload failed. Labels hold tenant
+// names (bounded by the tenants file), gRPC service and method names and
+// outcome reasons only: never a principal, token, state or payload.
+package metrics
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -8,15 +14,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-sealer/sealer/internal/version"
 	"github.com/mcp-sealer/sealer/keys"
 )
 
-// metrics are the service's Prometheus metrics. Labels hold tenant names
-// (bounded by the tenants file), gRPC service and method names and outcome
-// reasons only: never a principal, token, state or payload.
-type metrics struct {
+// A Set is the metrics of one sealer, in a registry of its own.
+type Set struct {
 	registry  *prometheus.Registry
 	calls     *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
@@ -45,8 +50,10 @@ func ledgerBuckets(timeout time.Duration) []float64 {
 	return b
 }
 
-func newMetrics(ledgerTimeout time.Duration) *metrics {
-	m := &metrics{
+// New returns the metrics of a sealer whose ledger calls time out after
+// ledgerTimeout (the consume histogram's buckets reach past it).
+func New(ledgerTimeout time.Duration) *Set {
+	m := &Set{
 		registry: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_calls_total",
@@ -99,47 +106,59 @@ func newMetrics(ledgerTimeout time.Duration) *metrics {
 	return m
 }
 
-// gauge registers a gauge read from f at every scrape.
-func (m *metrics) gauge(name, help string, f func() float64) {
+// Handler serves the metrics in the Prometheus text format.
+func (m *Set) Handler() http.Handler { return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}) }
+
+// Registerer takes the collectors of other parts of the sealer (the audit
+// file's writer).
+func (m *Set) Registerer() prometheus.Registerer { return m.registry }
+
+// Gatherer reads the metrics as a scrape would.
+func (m *Set) Gatherer() prometheus.Gatherer { return m.registry }
+
+// Gauge registers a gauge read from f at every scrape.
+func (m *Set) Gauge(name, help string, f func() float64) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
 
-// seconds is t as Unix seconds, 0 for the zero time.
-func seconds(t time.Time) float64 {
-	if t.IsZero() {
+// TimeGauge registers a gauge of the time f returns at every scrape, as
+// Unix seconds (0 for the zero time).
+func (m *Set) TimeGauge(name, help string, f func() time.Time) {
+	m.Gauge(name, help, func() float64 {
+		if t := f(); !t.IsZero() {
+			return float64(t.UnixNano()) / 1e9
+		}
 		return 0
-	}
-	return float64(t.UnixNano()) / 1e9
+	})
 }
 
-// watchKeys exports the state of the key ring: versions held, the sealing
+// WatchKeys exports the state of the key ring: versions held, the sealing
 // version, when it last loaded and the failed loads.
-func (m *metrics) watchKeys(r *keys.Refresher) {
-	m.gauge("sealer_key_versions", "Key versions in the ring (each may open).", func() float64 {
+func (m *Set) WatchKeys(r *keys.Refresher) {
+	m.Gauge("sealer_key_versions", "Key versions in the ring (each may open).", func() float64 {
 		if ring := r.Ring(); ring != nil {
 			return float64(len(ring.Versions()))
 		}
 		return 0
 	})
-	m.gauge("sealer_key_sealing_version", "The key version that seals (0 before the first load).", func() float64 {
+	m.Gauge("sealer_key_sealing_version", "The key version that seals (0 before the first load).", func() float64 {
 		if ring := r.Ring(); ring != nil {
 			return float64(ring.SealingVersion())
 		}
 		return 0
 	})
-	m.gauge("sealer_key_refresh_last_success_timestamp_seconds",
-		"Unix time of the last successful load of the key ring (0 before the first: time() minus it is then huge).",
-		func() float64 { return seconds(r.LastGood()) })
+	m.TimeGauge("sealer_key_refresh_last_success_timestamp_seconds",
+		"Unix time of the last successful load of the key ring (0 before the first: time() minus it is then huge).", r.LastGood)
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "sealer_key_refresh_errors_total",
 		Help: "Failed loads of the key ring.",
 	}, func() float64 { return float64(r.Errors()) }))
 }
 
-// zero creates the counters' series at 0 before their first event, so that
+// Zero creates the counters' series at 0 before their first event, so that
 // a rate or an alert on them has a series from the start: the refusals of
 // both transports, and the reloads of what is configured.
-func (m *metrics) zero(tenants, tls bool) {
+func (m *Set) Zero(tenants, tls bool) {
 	m.unauthenticated.WithLabelValues("grpc")
 	m.unauthenticated.WithLabelValues("rest")
 	for what, on := range map[string]bool{"tenants": tenants, "tls": tls} {
@@ -150,8 +169,8 @@ func (m *metrics) zero(tenants, tls bool) {
 	}
 }
 
-// reloaded counts a reload of what (tenants, tls).
-func (m *metrics) reloaded(what string, err error) {
+// Reloaded counts a reload of what (tenants, tls).
+func (m *Set) Reloaded(what string, err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -159,23 +178,23 @@ func (m *metrics) reloaded(what string, err error) {
 	m.reloads.WithLabelValues(what, result).Inc()
 }
 
-// callTimer times one call of a method.
-type callTimer struct {
-	m              *metrics
+// A Call times one call of a method.
+type Call struct {
+	m              *Set
 	tenant, method string
 	start          time.Time
 }
 
-// start times one call of a tenant; done records its outcome.
-func (m *metrics) start(tenant, method string) callTimer {
+// Start times one call of a tenant; Done records its outcome.
+func (m *Set) Start(tenant, method string) Call {
 	m.inFlight.Inc()
-	return callTimer{m, tenant, method, time.Now()}
+	return Call{m, tenant, method, time.Now()}
 }
 
-// done records the outcome of the call. The series of each tenant, method
+// Done records the outcome of the call. The series of each tenant, method
 // and reason are looked up once, then kept: WithLabelValues hashes and
 // checks its labels on every call.
-func (c callTimer) done(reason string) {
+func (c Call) Done(reason string) {
 	c.m.inFlight.Dec()
 	type key struct{ tenant, method, reason string }
 	lat, ok := c.m.series.Load(key{c.tenant, c.method, ""})
@@ -200,3 +219,26 @@ func splitMethod(full string) (service, method string) {
 	}
 	return service, method
 }
+
+// Unauthenticated counts a call refused for want of valid credentials, on
+// transport (grpc, rest).
+func (m *Set) Unauthenticated(transport string) {
+	m.unauthenticated.WithLabelValues(transport).Inc()
+}
+
+// Outcome counts what became of a recorded outcome (recorded, none,
+// too_large, refused, record_failed; replayed, in_progress, unreadable).
+func (m *Set) Outcome(tenant, result string) {
+	m.outcomes.WithLabelValues(tenant, result).Inc()
+}
+
+// LedgerConsumed records how long a consume took, by its reason.
+func (m *Set) LedgerConsumed(reason string, took time.Duration) {
+	m.ledger.WithLabelValues(reason).Observe(took.Seconds())
+}
+
+// LedgerFailed counts a ledger call that failed (LEDGER_UNAVAILABLE).
+func (m *Set) LedgerFailed() { m.ledgerErr.Inc() }
+
+// Swept counts expired ledger entries deleted.
+func (m *Set) Swept(n int) { m.swept.Add(float64(n)) }
