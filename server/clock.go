@@ -120,8 +120,9 @@ func (c *clockCheck) beyond() bool {
 	return r != nil && (r.verdict != nil || c.stepped(r) != nil)
 }
 
-// unready is readiness's question: errClockOff while beyond.
-func (c *clockCheck) unready() error {
+// clockOff is readiness's question: errClockOff while beyond (nil for no
+// check).
+func (c *clockCheck) clockOff() error {
 	if c.beyond() {
 		return errClockOff
 	}

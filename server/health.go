@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/keys"
 )
 
 // Readiness means "this replica can seal and open": keys loaded, not
@@ -38,9 +39,9 @@ var (
 
 // readiness holds the current answer and keeps gRPC health in step with it.
 type readiness struct {
-	keysLoaded   func() bool
-	ping         func(context.Context) error
-	clockOff     func() error // nil, or why this replica's clock cannot be trusted
+	keys         interface{ Ring() *keys.Ring } // nil ring: none loaded yet
+	ledger       interface{ Ping(context.Context) error }
+	clock        clockJudge
 	ledgerNeeded bool
 	health       *health.Server
 	log          *slog.Logger
@@ -66,7 +67,7 @@ func (r *readiness) evaluate(ctx context.Context) {
 	var refused error // the ledger's refusal, in fixed words
 	if !r.draining.Load() {
 		pctx, cancel := context.WithTimeout(ctx, readyEvery)
-		err := r.ping(pctx)
+		err := r.ledger.Ping(pctx)
 		cancel()
 		r.ledgerUp.Store(err == nil)
 		if err != nil {
@@ -82,10 +83,10 @@ func (r *readiness) evaluate(ctx context.Context) {
 	switch {
 	case r.draining.Load():
 		answer = errShuttingDown
-	case !r.keysLoaded():
+	case r.keys.Ring() == nil:
 		answer = errNotLoaded
-	case r.clockOff() != nil:
-		answer = r.clockOff()
+	case r.clock.clockOff() != nil:
+		answer = r.clock.clockOff()
 	case refused != nil:
 		answer = refused
 	case r.ledgerNeeded && !r.ledgerUp.Load():

@@ -23,52 +23,103 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// openedLedger is the configured ledger with what the server needs of it
-// besides consuming: a reachability check, background work (the embedded
-// ledger's sweep), a clock to check this replica's against (a shared
-// ledger's) or its own judgement of this replica's clock (the embedded
-// ledger's), a name for logs, and closing.
-type openedLedger struct {
+// A servedLedger is the configured ledger with what the server needs of it
+// besides consuming: a reachability check for readiness, a name for logs,
+// closing. Its other parts only some ledgers have, and the server asks for
+// them by interface: background work (a runner: the embedded ledger's
+// sweep), a clock to measure this replica's against (a clockMeter: a
+// shared ledger's), its own judgement of this replica's clock (a
+// clockJudge: the embedded ledger's), recorded outcomes (ledger.Recorder).
+type servedLedger interface {
 	ledger.Ledger
-	ping     func(context.Context) error
-	run      func(context.Context) error // nil: none
-	clock    clockMeter                  // nil: no clock to measure against
-	clockOff func() error                // nil: none of its own
-	name     string
-	close    func() error
+	Ping(context.Context) error
+	String() string
+	Close() error
 }
 
-func (l *openedLedger) Ping(ctx context.Context) error { return l.ping(ctx) }
-func (l *openedLedger) Close() error                   { return l.close() }
-func (l *openedLedger) String() string                 { return l.name }
+// A runner is a part with background work, run until ctx ends.
+type runner interface {
+	run(ctx context.Context) error
+}
 
-func openLedger(cfg Config, log *slog.Logger, swept func(int)) (*openedLedger, error) {
+// A clockJudge says why this replica's clock cannot be trusted, nil when
+// it can.
+type clockJudge interface {
+	clockOff() error
+}
+
+func openLedger(cfg Config, log *slog.Logger, swept func(int)) (servedLedger, error) {
 	if cfg.Ledger == "embedded" {
 		l, err := openEmbedded(cfg.DataDir, log)
 		if err != nil {
 			return nil, err
 		}
-		sweep := func(ctx context.Context) error {
-			return l.SweepEvery(ctx, cfg.SweepInterval, func(n int, err error) {
-				swept(n)
-				if err != nil {
-					log.Error("ledger sweep failed", "cause", err.Error())
-				}
-			})
-		}
-		// A broken ledger (a commit failed: the disk full or failing)
-		// refuses every one-time open until it has reopened its store:
-		// readiness says so.
-		ping := func(context.Context) error { return l.Err() }
-		return &openedLedger{Ledger: l, ping: ping, run: sweep, clockOff: clockBehind(l, log), name: "embedded", close: l.Close}, nil
+		return &localLedger{Ledger: l, sweepEvery: cfg.SweepInterval, swept: swept, log: log}, nil
 	}
 	goredis.SetLogger(redisLogger{log})
 	r, err := redis.New(redisOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
-	return &openedLedger{Ledger: r, ping: probeUntilAccepted(r), clock: r, name: "redis", close: r.Close}, nil
+	return &sharedLedger{Ledger: r}, nil
 }
+
+// localLedger is the embedded ledger as the server runs it.
+type localLedger struct {
+	*embedded.Ledger
+	sweepEvery time.Duration
+	swept      func(int)
+	log        *slog.Logger
+	behind     atomic.Bool // the clock read before the last sweep at the last clockOff
+}
+
+// Ping reports a broken ledger (a commit failed: the disk full or failing),
+// which refuses every one-time open until it has reopened its store:
+// readiness says so.
+func (l *localLedger) Ping(context.Context) error { return l.Err() }
+
+func (l *localLedger) String() string { return "embedded" }
+
+// run sweeps the expired entries every sweepEvery.
+func (l *localLedger) run(ctx context.Context) error {
+	return l.SweepEvery(ctx, l.sweepEvery, func(n int, err error) {
+		l.swept(n)
+		if err != nil {
+			l.log.Error("ledger sweep failed", "cause", err.Error())
+		}
+	})
+}
+
+// errClockBehind is readiness's answer while this host's clock reads
+// before the embedded ledger's last sweep.
+var errClockBehind = errors.New("clock behind the ledger's last sweep")
+
+// clockOff is errClockBehind while the clock reads before the ledger's last
+// sweep (it stepped back): the ledger then refuses every consume, and the
+// replica says so, logging each change once.
+func (l *localLedger) clockOff() error {
+	behind := l.ClockBehind(wallclock.Now()) != nil
+	if l.behind.Swap(behind) != behind {
+		if behind {
+			l.log.Error("clock behind the ledger's last sweep (stepped back): one-time and latest-only opens refused")
+		} else {
+			l.log.Info("clock past the ledger's last sweep again")
+		}
+	}
+	if behind {
+		return errClockBehind
+	}
+	return nil
+}
+
+// sharedLedger is the Redis ledger as the server runs it. Its clock is the
+// one every replica's is measured against (clockMeter).
+type sharedLedger struct {
+	*redis.Ledger
+	accepted atomic.Bool // a probe passed once
+}
+
+func (l *sharedLedger) String() string { return "redis" }
 
 // probeTenant is the tenant of the ledger probe's keys. No tenants file can
 // name it (a tenant name is [a-z0-9._-]), so a probe key is never a real
@@ -158,51 +209,23 @@ func ledgerRefusal(err error) string {
 	return ""
 }
 
-// probeUntilAccepted is readiness's check of a Redis ledger: probeLedger
-// (one-time opens only: flows' permissions are documented as optional)
-// until it succeeds once, then PING. A replica whose ledger refuses it from
-// the start (a wrong password file, a private CA not given, an ACL short of
-// the consume script) is then not ready, so a rollout with a bad
-// configuration stops at its first replica; a refusal that begins later (a
-// password rotated in Redis first) is treated as an outage, as PING sees
-// it, so that it does not take every replica out of rotation at once.
-func probeUntilAccepted(r *redis.Ledger) func(context.Context) error {
-	var accepted atomic.Bool
-	return func(ctx context.Context) error {
-		if accepted.Load() {
-			return r.Ping(ctx)
-		}
-		if err := probeLedger(ctx, r, false); err != nil {
-			return err
-		}
-		accepted.Store(true)
-		return nil
+// Ping is readiness's check of a Redis ledger: probeLedger (one-time opens
+// only: flows' permissions are documented as optional) until it succeeds
+// once, then PING. A replica whose ledger refuses it from the start (a
+// wrong password file, a private CA not given, an ACL short of the consume
+// script) is then not ready, so a rollout with a bad configuration stops at
+// its first replica; a refusal that begins later (a password rotated in
+// Redis first) is treated as an outage, as PING sees it, so that it does
+// not take every replica out of rotation at once.
+func (l *sharedLedger) Ping(ctx context.Context) error {
+	if l.accepted.Load() {
+		return l.Ledger.Ping(ctx)
 	}
-}
-
-// errClockBehind is readiness's answer while this host's clock reads
-// before the embedded ledger's last sweep.
-var errClockBehind = errors.New("clock behind the ledger's last sweep")
-
-// clockBehind is readiness's question for the embedded ledger l: while the
-// clock reads before its last sweep (it stepped back), l refuses every
-// consume, and the replica says so, logging each change once.
-func clockBehind(l *embedded.Ledger, log *slog.Logger) func() error {
-	var was atomic.Bool
-	return func() error {
-		behind := l.ClockBehind(wallclock.Now()) != nil
-		if was.Swap(behind) != behind {
-			if behind {
-				log.Error("clock behind the ledger's last sweep (stepped back): one-time and latest-only opens refused")
-			} else {
-				log.Info("clock past the ledger's last sweep again")
-			}
-		}
-		if behind {
-			return errClockBehind
-		}
-		return nil
+	if err := probeLedger(ctx, l.Ledger, false); err != nil {
+		return err
 	}
+	l.accepted.Store(true)
+	return nil
 }
 
 // openEmbedded opens the embedded ledger in dataDir/ledger. A ledger file

@@ -35,7 +35,7 @@ type Server struct {
 	log     *slog.Logger
 	svc     *service
 	keys    *keySource
-	ledger  *openedLedger
+	ledger  servedLedger
 	audit   *audit.Log
 	ls      *listeners
 	grpc    *grpc.Server
@@ -113,14 +113,14 @@ func (s *Server) openParts(ctx context.Context) error {
 	}
 	s.svc = &service{keys: s.keys, ledger: s.ledger, auth: auth, audit: s.audit, cfg: s.cfg, now: wallclock.Now, log: s.log,
 		metrics: m, refusals: newSampledLog("unauthenticated calls refused"), trace: s.trace, stopping: make(chan struct{})}
-	if r, ok := s.ledger.Ledger.(ledger.Recorder); ok {
+	if r, ok := s.ledger.(ledger.Recorder); ok {
 		s.svc.recorder = r
 	}
 	if s.cfg.MaxInFlight > 0 {
 		s.svc.inFlight = make(chan struct{}, s.cfg.MaxInFlight)
 	}
-	if s.cfg.ClockCheck && s.ledger.clock != nil {
-		s.svc.clock = newClockCheck(s.ledger.clock, s.cfg.Skew, s.log)
+	if meter, ok := s.ledger.(clockMeter); ok && s.cfg.ClockCheck {
+		s.svc.clock = newClockCheck(meter, s.cfg.Skew, s.log)
 		s.svc.clock.measure(ctx)
 		m.Gauge("sealer_clock_offset_seconds", "This replica's clock offset from the ledger's (the ledger's time minus ours) at the last check (every second).",
 			s.svc.clock.offset)
@@ -134,12 +134,11 @@ func (s *Server) openParts(ctx context.Context) error {
 		s.withTLS = true
 	}
 	s.grpc, s.health = s.svc.grpcServer(append(opts, s.trace.grpcOptions()...)...)
-	clockOff := s.svc.clock.unready
-	if s.ledger.clockOff != nil {
-		clockOff = s.ledger.clockOff
+	var clock clockJudge = s.svc.clock
+	if judge, ok := s.ledger.(clockJudge); ok {
+		clock = judge
 	}
-	s.ready = &readiness{keysLoaded: func() bool { return s.keys.Ring() != nil }, ping: s.ledger.Ping,
-		clockOff: clockOff, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
+	s.ready = &readiness{keys: s.keys, ledger: s.ledger, clock: clock, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
 	m.Gauge("sealer_ready", "1 when this replica can seal and open (what /readyz and gRPC health answer), else 0.",
 		func() float64 { return bit(s.ready.current() == nil) })
@@ -165,8 +164,8 @@ func (s *Server) gatherTasks() {
 		func(context.Context) error { return serveHTTP(s.http, s.ls.http, s.withTLS) },
 		s.ready.run,
 	}, s.keys.tasks...)
-	if s.ledger.run != nil {
-		s.tasks = append(s.tasks, s.ledger.run)
+	if r, ok := s.ledger.(runner); ok {
+		s.tasks = append(s.tasks, r.run)
 	}
 	if s.svc.clock != nil {
 		s.tasks = append(s.tasks, s.svc.clock.run)
