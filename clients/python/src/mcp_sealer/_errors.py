@@ -7,40 +7,8 @@ the REST error body alike: the vocabulary of the Go and TypeScript clients.
 
 from __future__ import annotations
 
-import enum
-
 from .gen.sealer.v1 import sealer_pb2 as pb
-
-
-class Reason(enum.IntEnum):
-    """Why the sealer refused a call: the proto's ``sealer.v1.Reason``, without its ``REASON_`` prefix
-    (tests/test_errors hold the two to each other; what each means is read from the proto)."""
-
-    UNSPECIFIED = 0
-    INVALID_STATE = 1
-    EXPIRED = 2
-    PRINCIPAL_MISMATCH = 3
-    REQUEST_MISMATCH = 4
-    ALREADY_CONSUMED = 5
-    LEDGER_UNAVAILABLE = 6
-    INVALID_ARGUMENT = 7
-    KEYS_UNAVAILABLE = 8
-    UNAUTHENTICATED = 9
-    RESOURCE_EXHAUSTED = 10
-    INTERNAL = 11
-    INPUT_MISMATCH = 12
-    FLOW_EXPIRED = 13
-    FLOW_EXHAUSTED = 14
-    IN_PROGRESS = 15
-
-    @classmethod
-    def parse(cls, name: object) -> Reason:
-        """Reads a reason as the sealer sends it (``"EXPIRED"``, or ``"REASON_EXPIRED"``); anything else is UNSPECIFIED."""
-        if not isinstance(name, str):
-            return cls.UNSPECIFIED
-        name = name.removeprefix("REASON_")
-        return cls.__members__.get(name, cls.UNSPECIFIED)
-
+from .gen.sealer.v1.reason import Reason as Reason  # the errors' vocabulary, with them
 
 
 def _reasons_whose_rule(says: str) -> frozenset[Reason]:
