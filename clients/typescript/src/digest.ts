@@ -1,5 +1,5 @@
 // The request digest (FORMAT.md, "Request digest"), computed in process as
-// the sealer's core computes it (sealer/digest.go): the method, the target
+// the sealer computes it (mcpdigest/digest.go): the method, the target
 // (tool or prompt name, resource uri) and the RFC 8785 canonical form of the
 // arguments, hashed with SHA-256. It reads params already decoded, so what
 // depends on the params as text (their size, duplicate member names, invalid

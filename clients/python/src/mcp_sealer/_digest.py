@@ -6,8 +6,8 @@ canonical form of the arguments, hashed with SHA-256. This module reads
 params already decoded (a dict as ``json.loads`` returns it), as FORMAT.md,
 "Params as text, params decoded" allows: what only the text shows (its size,
 duplicate member names, invalid UTF-8 outside the salient members) is the
-JSON decoder's to refuse; everything else is refused exactly as the Go core
-(sealer/digest.go) and the TypeScript client (clients/typescript/src/digest.ts)
+JSON decoder's to refuse; everything else is refused exactly as the Go digest
+(mcpdigest/digest.go) and the TypeScript client (clients/typescript/src/digest.ts)
 refuse it, so that the same request has the same digest on every path.
 
 The canonical form is written by the ``rfc8785`` package, but only after
