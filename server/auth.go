@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/mcp-sealer/sealer/server/metrics"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/metrics"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 type tenantKey struct{}
@@ -46,7 +46,7 @@ func (a *authenticator) fromGRPC(ctx context.Context, md metadata.MD) (*tenant.T
 			chain = info.State.PeerCertificates
 		}
 	}
-	return ts.Authenticate(md.Get("authorization"), chain, a.roots())
+	return ts.Authenticate(md.Get("authorization"), chain, a.clientCAs)
 }
 
 // fromHTTP authenticates a REST call from its headers and TLS peer.
@@ -59,16 +59,7 @@ func (a *authenticator) fromHTTP(r *http.Request) (*tenant.Tenant, error) {
 	if r.TLS != nil {
 		chain = r.TLS.PeerCertificates
 	}
-	return ts.Authenticate(r.Header.Values("Authorization"), chain, a.roots())
-}
-
-// roots are the client CAs in force, nil when client certificates are not
-// accepted.
-func (a *authenticator) roots() *x509.CertPool {
-	if a.clientCAs == nil {
-		return nil
-	}
-	return a.clientCAs()
+	return ts.Authenticate(r.Header.Values("Authorization"), chain, a.clientCAs)
 }
 
 // newAuthenticator loads TLS files and tenants.
@@ -84,7 +75,7 @@ func newAuthenticator(cfg Config, log *slog.Logger, m *metrics.Set) (*authentica
 			auth.clientCAs = tf.pool
 		}
 	}
-	ts := tenant.Implicit(cfg.tenantBounds())
+	ts := tenant.Single(cfg.tenantBounds())
 	if cfg.TenantsFile != "" {
 		var err error
 		if ts, err = tenant.Load(cfg.TenantsFile, cfg.tenantBounds(), cfg.TLSClientCA != ""); err != nil {

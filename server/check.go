@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/keys/vault"
 	"github.com/mcp-sealer/sealer/ledger/redis"
-	"github.com/mcp-sealer/sealer/server/metrics"
+	"github.com/mcp-sealer/sealer/server/internal/metrics"
 )
 
 // Check validates cfg as New would, without serving: the flags, the TLS

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/ledger/redis"
 	"github.com/mcp-sealer/sealer/sealer"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // Bounds of a flow's configuration (Config.FlowTTL, Config.MaxRounds and

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // TestFlows_R9_SealReportsTheSealedDeadline: the deadline Seal answers is

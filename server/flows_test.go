@@ -15,7 +15,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger/embedded"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // Flows (R9) through the gate with the embedded ledger: what the

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // The front doors: both authenticate a caller from its headers and TLS peer
@@ -110,7 +110,7 @@ type slotsKey struct{}
 // slots are the in-flight slots one call holds (the REST door's, the
 // server's, the tenant's), each given back once: when the call ends, or
 // sooner, when it parks to wait for something that costs the sealer
-// nothing (see park).
+// nothing (tenant.Limiter.Park, then freeSlots: see replay).
 type slots struct {
 	mu    sync.Mutex
 	frees []func()

@@ -26,8 +26,8 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/sealer"
-	"github.com/mcp-sealer/sealer/server/audit"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/audit"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // tenantsService is a service with two token tenants, a and b, and an audit

@@ -19,7 +19,7 @@ import (
 // shutting down, its clock within its limit from a shared ledger's
 // (clockCheck) or not behind the embedded ledger's last sweep, a Redis
 // ledger that has not refused this replica since its start (see
-// probeUntilAccepted), and, only when the operator asks for it
+// sharedLedger.Ping), and, only when the operator asks for it
 // (Config.ReadyNeedsLedger), the ledger reachable. A Redis outage fails
 // one-time opens only; seals and ordinary opens still work, so by default it
 // does not take every replica out of rotation at once. Liveness means the
@@ -80,13 +80,14 @@ func (r *readiness) evaluate(ctx context.Context) {
 		}
 	}
 	var answer error
+	clockOff := r.clock.clockOff()
 	switch {
 	case r.draining.Load():
 		answer = errShuttingDown
 	case r.keys.Ring() == nil:
 		answer = errNotLoaded
-	case r.clock.clockOff() != nil:
-		answer = r.clock.clockOff()
+	case clockOff != nil:
+		answer = clockOff
 	case refused != nil:
 		answer = refused
 	case r.ledgerNeeded && !r.ledgerUp.Load():

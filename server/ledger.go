@@ -48,6 +48,21 @@ type clockJudge interface {
 	clockOff() error
 }
 
+// noJudge is the clockJudge of a replica whose clock nothing checks.
+type noJudge struct{}
+
+func (noJudge) clockOff() error { return nil }
+
+// What each ledger is asked for by interface, held at compile time: a
+// method renamed would otherwise turn its part off without a word.
+var (
+	_ runner          = (*localLedger)(nil)
+	_ clockJudge      = (*localLedger)(nil)
+	_ ledger.Recorder = (*localLedger)(nil)
+	_ clockMeter      = (*sharedLedger)(nil)
+	_ ledger.Recorder = (*sharedLedger)(nil)
+)
+
 func openLedger(cfg Config, log *slog.Logger, swept func(int)) (servedLedger, error) {
 	if cfg.Ledger == "embedded" {
 		l, err := openEmbedded(cfg.DataDir, log)

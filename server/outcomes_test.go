@@ -9,8 +9,8 @@ import (
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
-	"github.com/mcp-sealer/sealer/server/audit"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/audit"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // Recorded outcomes through the gate with the embedded ledger: a retry of a

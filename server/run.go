@@ -24,8 +24,8 @@ import (
 	"github.com/mcp-sealer/sealer/internal/pprofserve"
 	"github.com/mcp-sealer/sealer/internal/wallclock"
 	"github.com/mcp-sealer/sealer/ledger"
-	"github.com/mcp-sealer/sealer/server/audit"
-	"github.com/mcp-sealer/sealer/server/metrics"
+	"github.com/mcp-sealer/sealer/server/internal/audit"
+	"github.com/mcp-sealer/sealer/server/internal/metrics"
 )
 
 // Server is a sealer, started by New and served by Run. Whoever embeds it
@@ -134,9 +134,12 @@ func (s *Server) openParts(ctx context.Context) error {
 		s.withTLS = true
 	}
 	s.grpc, s.health = s.svc.grpcServer(append(opts, s.trace.grpcOptions()...)...)
-	var clock clockJudge = s.svc.clock
-	if judge, ok := s.ledger.(clockJudge); ok {
+	var clock clockJudge = noJudge{}
+	switch judge, ok := s.ledger.(clockJudge); {
+	case ok:
 		clock = judge
+	case s.svc.clock != nil:
+		clock = s.svc.clock
 	}
 	s.ready = &readiness{keys: s.keys, ledger: s.ledger, clock: clock, ledgerNeeded: s.cfg.ReadyNeedsLedger, health: s.health, log: s.log, ledgerDown: newSampledLog("ledger unreachable")}
 	s.ready.evaluate(ctx)
@@ -144,7 +147,7 @@ func (s *Server) openParts(ctx context.Context) error {
 		func() float64 { return bit(s.ready.current() == nil) })
 	m.Gauge("sealer_ledger_up", "1 when the ledger answered its last check (every 500ms), else 0.",
 		func() float64 { return bit(s.ready.ledgerUp.Load()) })
-	m.Zero(s.cfg.TenantsFile != "", tf != nil)
+	m.SeriesFromZero(s.cfg.TenantsFile != "", tf != nil)
 	if tf != nil {
 		m.TimeGauge("sealer_tls_certificate_expiry_timestamp_seconds", "Unix time at which the serving certificate expires.", tf.notAfter)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
-	"github.com/mcp-sealer/sealer/server/audit"
-	"github.com/mcp-sealer/sealer/server/metrics"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/audit"
+	"github.com/mcp-sealer/sealer/server/internal/metrics"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // consumer is what the service needs of a ledger.
@@ -264,7 +264,7 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, 
 	}
 	reason := ledgerReason(err)
 	span.SetAttributes(attribute.String("sealer.ledger.outcome", reason))
-	s.metrics.LedgerConsumed(reason, time.Since(start))
+	s.metrics.LedgerCall(reason, time.Since(start))
 	// A caller that hung up is not a ledger failure: counted, it would page
 	// (the ledger-errors alert) for every client that gives up.
 	if reason == reasonLedgerUnavailable && !errors.Is(ctx.Err(), context.Canceled) {

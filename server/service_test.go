@@ -21,8 +21,8 @@ import (
 	"github.com/mcp-sealer/sealer/keys"
 	"github.com/mcp-sealer/sealer/ledger"
 	"github.com/mcp-sealer/sealer/sealer"
-	"github.com/mcp-sealer/sealer/server/metrics"
-	"github.com/mcp-sealer/sealer/server/tenant"
+	"github.com/mcp-sealer/sealer/server/internal/metrics"
+	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
 
 // failingLedger is a fake for the error path: a ledger that cannot answer.
@@ -53,7 +53,7 @@ func testService(t *testing.T, l consumer) *service {
 		t.Fatal(err)
 	}
 	auth := &authenticator{}
-	auth.tenants.Store(tenant.Implicit(Defaults().tenantBounds()))
+	auth.tenants.Store(tenant.Single(Defaults().tenantBounds()))
 	return &service{keys: fixedRing{ring}, ledger: l, auth: auth, cfg: Defaults(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		metrics: metrics.New(time.Second), refusals: newSampledLog("refused"), trace: tracingOff()}
 }

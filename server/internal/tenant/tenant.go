@@ -28,8 +28,9 @@ const (
 	OneTimeForbidden = "forbidden"
 )
 
-// Default is the name of the one tenant of a sealer without a tenants file.
-const Default = "default"
+// defaultName is the name of the one tenant of a sealer without a tenants
+// file.
+const defaultName = "default"
 
 // tenantsFile is the YAML tenants file (docs/TENANTS.md).
 type tenantsFile struct {
@@ -75,7 +76,9 @@ type Tenant struct {
 type Bounds struct {
 	MinTTL, DefaultTTL, MaxTTL time.Duration
 	FlowTTL, MaxFlowTTL        time.Duration
-	DefaultRounds, MaxRounds   int
+	// DefaultRounds is a flow's rounds where the tenant's policy is
+	// silent (--max-rounds); MaxRounds the most a policy may set.
+	DefaultRounds, MaxRounds int
 }
 
 // A Set is an immutable tenant configuration, swapped whole on reload.
@@ -90,11 +93,11 @@ type Set struct {
 
 var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
-// Implicit is the configuration without a tenants file: one tenant,
-// Default, no authentication (loopback or --insecure only), the server's
-// policy.
-func Implicit(b Bounds) *Set {
-	t := &Tenant{Name: Default, DefaultTTL: b.DefaultTTL, MaxTTL: b.MaxTTL, MaxPayload: sealer.MaxPayload, OneTime: OneTimeAllowed,
+// Single is the configuration without a tenants file: one tenant,
+// "default", no authentication (loopback or --insecure only), the
+// server's policy.
+func Single(b Bounds) *Set {
+	t := &Tenant{Name: defaultName, DefaultTTL: b.DefaultTTL, MaxTTL: b.MaxTTL, MaxPayload: sealer.MaxPayload, OneTime: OneTimeAllowed,
 		FlowTTL: b.FlowTTL, MaxRounds: uint32(b.DefaultRounds)}
 	t.Limiter = NewLimiter(t)
 	return &Set{implicit: t, all: map[string]*Tenant{t.Name: t}}
@@ -216,7 +219,7 @@ func (ts *Set) byToken(token string) *Tenant {
 }
 
 // Implicit returns the one tenant of a configuration without a tenants
-// file, nil for one read from a file.
+// file (Single), the tenant of every call; nil for one read from a file.
 func (ts *Set) Implicit() *Tenant { return ts.implicit }
 
 // Len is the number of tenants.

@@ -23,7 +23,7 @@ var errExhausted = reasons.ErrResourceExhausted
 const DemandWaiters = 4
 
 // OutcomeWaiters bounds the retries of one tenant that wait at once for a
-// recorded outcome (see park); past it a retry is answered IN_PROGRESS at
+// recorded outcome (see Park); past it a retry is answered IN_PROGRESS at
 // once.
 const OutcomeWaiters = 64
 

@@ -23,7 +23,8 @@ import (
 	"github.com/mcp-sealer/sealer/sealer"
 )
 
-// A Log takes the audit events of the calls. A nil *Log records nothing.
+// A Log takes the audit events of the calls: one from ToLogger or Open. A
+// nil *Log records nothing.
 type Log struct {
 	log  *slog.Logger // the service log, when there is no file
 	file *writer      // the audit file's writer, else nil
@@ -76,7 +77,7 @@ func (a *Log) Record(ctx context.Context, tenant, method string, req, resp any, 
 	case *sealerv1.OpenRequest:
 		principal, state = r.GetPrincipal(), r.GetRequestState()
 		if out, ok := resp.(*sealerv1.OpenResponse); ok && out.GetOutcome() != nil {
-			reason = Replayed // a retry answered with the recorded outcome, no payload
+			reason = replayed // a retry answered with the recorded outcome, no payload
 		}
 	case *sealerv1.RecordRequest:
 		state = r.GetRequestState() // the state's open named its principal
@@ -94,10 +95,10 @@ func (a *Log) Record(ctx context.Context, tenant, method string, req, resp any, 
 	a.logEvent(ctx, e)
 }
 
-// Replayed is the audit reason of an Open answered with a recorded
+// replayed is the audit reason of an Open answered with a recorded
 // outcome, where the metrics say OK: the event tells a replay from an open
 // that gave the payload.
-const Replayed = "REPLAYED"
+const replayed = "REPLAYED"
 
 // event is one event as the call leaves it: the principal is hashed
 // only when the event is written.

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -131,5 +132,50 @@ func TestCertTenant(t *testing.T) {
 				t.Fatalf("got %v, %v; want tenant %s", got, err, tc.want.Name)
 			}
 		})
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	ca := newTestCA(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	ta, tb := &Tenant{Name: "a"}, &Tenant{Name: "b"}
+	ts := &Set{
+		byURI:  map[string]*Tenant{"spiffe://x/a": ta},
+		tokens: map[[sha256.Size]byte]*Tenant{sha256.Sum256([]byte("token-a")): ta, sha256.Sum256([]byte("token-b")): tb},
+	}
+	certA := ca.client(t, []string{"spiffe://x/a"}, nil)
+	cas := func() *x509.CertPool { return pool }
+	for _, tc := range []struct {
+		name      string
+		authz     []string
+		chain     []*x509.Certificate
+		clientCAs func() *x509.CertPool
+		want      *Tenant // nil: refused
+	}{
+		{"token", []string{"Bearer token-a"}, nil, cas, ta},
+		{"certificate", nil, certA, cas, ta},
+		{"certificate and its tenant's token", []string{"Bearer token-a"}, certA, cas, ta},
+		{"certificate and another tenant's token", []string{"Bearer token-b"}, certA, cas, nil},
+		{"certificate, no client CA configured", nil, certA, nil, nil},
+		{"certificate, no client CA loaded", nil, certA, func() *x509.CertPool { return nil }, nil},
+		{"unknown token", []string{"Bearer token-z"}, nil, cas, nil},
+		{"no credentials", nil, nil, cas, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ts.Authenticate(tc.authz, tc.chain, tc.clientCAs)
+			switch {
+			case tc.want == nil && !errors.Is(err, reasons.ErrUnauthenticated):
+				t.Fatalf("got %v, %v; want refused", got, err)
+			case tc.want != nil && got != tc.want:
+				t.Fatalf("got %v, %v; want tenant %s", got, err, tc.want.Name)
+			}
+		})
+	}
+	// A call without a client certificate never asks for the client CAs,
+	// which may take a lock and reload the CA file.
+	asked := 0
+	if _, err := ts.Authenticate([]string{"Bearer token-a"}, nil, func() *x509.CertPool { asked++; return pool }); err != nil || asked != 0 {
+		t.Errorf("bearer-only call: err %v, client CAs asked %d times, want 0", err, asked)
 	}
 }

@@ -155,10 +155,11 @@ func (m *Set) WatchKeys(r *keys.Refresher) {
 	}, func() float64 { return float64(r.Errors()) }))
 }
 
-// Zero creates the counters' series at 0 before their first event, so that
-// a rate or an alert on them has a series from the start: the refusals of
-// both transports, and the reloads of what is configured.
-func (m *Set) Zero(tenants, tls bool) {
+// SeriesFromZero creates the counters' series at 0 before their first
+// event, so that a rate or an alert on them has a series from the start:
+// the refusals of both transports, and the reloads of what is configured
+// (the tenants file, the TLS files).
+func (m *Set) SeriesFromZero(tenants, tls bool) {
 	m.unauthenticated.WithLabelValues("grpc")
 	m.unauthenticated.WithLabelValues("rest")
 	for what, on := range map[string]bool{"tenants": tenants, "tls": tls} {
@@ -232,8 +233,9 @@ func (m *Set) Outcome(tenant, result string) {
 	m.outcomes.WithLabelValues(tenant, result).Inc()
 }
 
-// LedgerConsumed records how long a consume took, by its reason.
-func (m *Set) LedgerConsumed(reason string, took time.Duration) {
+// LedgerCall records how long a consume or an advance took, by its
+// outcome's reason.
+func (m *Set) LedgerCall(reason string, took time.Duration) {
 	m.ledger.WithLabelValues(reason).Observe(took.Seconds())
 }
 

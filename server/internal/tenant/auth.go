@@ -10,15 +10,20 @@ import (
 )
 
 // Authenticate finds the one tenant named by the caller's Authorization
-// values and client certificate chain, verified against clientCAs (nil:
-// client certificates are not accepted). When both are given they must
-// agree. It looks at nothing else: it runs before any body or message is
-// read.
-func (ts *Set) Authenticate(authorization []string, chain []*x509.Certificate, clientCAs *x509.CertPool) (*Tenant, error) {
+// values and client certificate chain. A chain is verified against the
+// pool clientCAs returns, asked only when a chain is presented (it may
+// reload the CA file); nil clientCAs, or a nil pool, accepts no client
+// certificate. When both are given they must agree. It looks at nothing
+// else: it runs before any body or message is read.
+func (ts *Set) Authenticate(authorization []string, chain []*x509.Certificate, clientCAs func() *x509.CertPool) (*Tenant, error) {
 	var byCert, byToken *Tenant
 	if len(chain) > 0 {
 		var err error
-		if byCert, err = ts.certTenant(chain, clientCAs); err != nil {
+		var roots *x509.CertPool
+		if clientCAs != nil {
+			roots = clientCAs()
+		}
+		if byCert, err = ts.certTenant(chain, roots); err != nil {
 			return nil, err
 		}
 	}
