@@ -75,10 +75,11 @@ func newAuthenticator(cfg Config, log *slog.Logger, m *metrics.Set) (*authentica
 			auth.clientCAs = tf.pool
 		}
 	}
-	ts := tenant.Single(cfg.tenantBounds())
+	bounds := cfg.tenantBounds()
+	ts := tenant.Single(bounds)
 	if cfg.TenantsFile != "" {
 		var err error
-		if ts, err = tenant.Load(cfg.TenantsFile, cfg.tenantBounds(), cfg.TLSClientCA != ""); err != nil {
+		if ts, err = tenant.Load(cfg.TenantsFile, bounds, cfg.TLSClientCA != ""); err != nil {
 			return nil, nil, err
 		}
 	}

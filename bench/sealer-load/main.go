@@ -397,6 +397,14 @@ func (l *load) openSealedBeforehand(ts *targets) (op, error) {
 // openOneTime opens one-time states sealed before the clock starts, each
 // once.
 func (l *load) openOneTime(ts *targets) (op, error) {
+	return l.eachOneTimeState(ts, func(ctx context.Context, i int, st string) error {
+		return l.open(ctx, ts, i, st)
+	})
+}
+
+// eachOneTimeState is the op that hands each call one of the one-time
+// states sealed before the clock starts, for what to do with it.
+func (l *load) eachOneTimeState(ts *targets, what func(ctx context.Context, i int, st string) error) (op, error) {
 	pool, err := l.oneTimePool(ts)
 	if err != nil {
 		return nil, err
@@ -406,26 +414,18 @@ func (l *load) openOneTime(ts *targets) (op, error) {
 		if err != nil {
 			return err
 		}
-		return l.open(ctx, ts, i, st)
+		return what(ctx, i, st)
 	}, nil
 }
 
 // openOneTimeAndRecord is openOneTime with record_outcome, then the Record
 // of an outcome the size of the payload.
 func (l *load) openOneTimeAndRecord(ts *targets) (op, error) {
-	pool, err := l.oneTimePool(ts)
-	if err != nil {
-		return nil, err
-	}
 	d, err := toolCall.RequestDigest()
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, i int) error {
-		st, err := take(pool)
-		if err != nil {
-			return err
-		}
+	return l.eachOneTimeState(ts, func(ctx context.Context, i int, st string) error {
 		api := sealerv1.NewSealerClient(ts.conn(i))
 		resp, err := api.Open(l.auth(ctx), &sealerv1.OpenRequest{RequestState: st, Principal: "alice",
 			Request: &sealerv1.Binding{Digest: d[:]}, RecordOutcome: true})
@@ -437,7 +437,7 @@ func (l *load) openOneTimeAndRecord(ts *targets) (op, error) {
 		}
 		_, err = api.Record(l.auth(ctx), &sealerv1.RecordRequest{RequestState: st, Outcome: l.payload})
 		return err
-	}, nil
+	})
 }
 
 // oneTimePool seals the one-time states the open-onetime ops spend,

@@ -125,12 +125,7 @@ func TestCertTenant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ts.certTenant(ca.client(t, tc.uris, tc.dns), pool)
-			switch {
-			case tc.want == nil && !errors.Is(err, reasons.ErrUnauthenticated):
-				t.Fatalf("got %v, %v; want refused", got, err)
-			case tc.want != nil && got != tc.want:
-				t.Fatalf("got %v, %v; want tenant %s", got, err, tc.want.Name)
-			}
+			wantTenant(t, got, err, tc.want)
 		})
 	}
 }
@@ -164,12 +159,7 @@ func TestAuthenticate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ts.Authenticate(tc.authz, tc.chain, tc.clientCAs)
-			switch {
-			case tc.want == nil && !errors.Is(err, reasons.ErrUnauthenticated):
-				t.Fatalf("got %v, %v; want refused", got, err)
-			case tc.want != nil && got != tc.want:
-				t.Fatalf("got %v, %v; want tenant %s", got, err, tc.want.Name)
-			}
+			wantTenant(t, got, err, tc.want)
 		})
 	}
 	// A call without a client certificate never asks for the client CAs,
@@ -177,5 +167,17 @@ func TestAuthenticate(t *testing.T) {
 	asked := 0
 	if _, err := ts.Authenticate([]string{"Bearer token-a"}, nil, func() *x509.CertPool { asked++; return pool }); err != nil || asked != 0 {
 		t.Errorf("bearer-only call: err %v, client CAs asked %d times, want 0", err, asked)
+	}
+}
+
+// wantTenant fails t unless an authentication found want, or for a nil
+// want, refused.
+func wantTenant(t *testing.T, got *Tenant, err error, want *Tenant) {
+	t.Helper()
+	switch {
+	case want == nil && !errors.Is(err, reasons.ErrUnauthenticated):
+		t.Fatalf("got %v, %v; want refused", got, err)
+	case want != nil && got != want:
+		t.Fatalf("got %v, %v; want tenant %s", got, err, want.Name)
 	}
 }
