@@ -96,13 +96,7 @@ func rowOf(rows []row, p string) int {
 
 func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
 	rows := readMap(t)
-	cmd := exec.Command("go", "list", "-json", "./...")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec := json.NewDecoder(strings.NewReader(goList(t, "-json", "./...")))
 	checked := 0
 	for dec.More() {
 		var pkg struct {
@@ -144,4 +138,43 @@ func TestMap_EveryPackageImportsWhatItsRowAllows(t *testing.T) {
 	if checked < 20 {
 		t.Errorf("checked %d packages against the map, want every package of the module", checked)
 	}
+}
+
+// The format links nothing but the standard library and x/crypto; the
+// client nothing that stores or serves (Vault, Redis, a ledger store, an
+// MCP SDK); and the service's go.mod requires no MCP SDK: only
+// client/gosdk, examples and e2e, modules of their own, may.
+func TestMap_TheFormatAndTheClientLinkLittle(t *testing.T) {
+	for _, dep := range strings.Fields(goList(t, "-deps", "./sealer")) {
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") && !strings.HasPrefix(dep, module) &&
+			!strings.HasPrefix(dep, "golang.org/x/crypto/") && dep != "golang.org/x/sys/cpu" {
+			t.Errorf("sealer depends on %s; the format needs only the standard library and x/crypto", dep)
+		}
+	}
+	forbidden := regexp.MustCompile(`vault|redis|bbolt|pebble|modelcontextprotocol`)
+	for _, dep := range strings.Fields(goList(t, "-deps", "./client")) {
+		if forbidden.MatchString(dep) {
+			t.Errorf("client depends on %s; a client must not link what stores or serves", dep)
+		}
+	}
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sdk := regexp.MustCompile(`(?m)^\s*\S*(modelcontextprotocol|jsonschema-go)\S*`).Find(gomod); sdk != nil {
+		t.Errorf("the service's go.mod requires %s; only client/gosdk, examples and e2e may", strings.TrimSpace(string(sdk)))
+	}
+}
+
+// goList runs go list in the module's root and returns what it printed.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
 }
