@@ -31,9 +31,10 @@ step() {
 step_end() {
   [ -n "$step_name" ] || return 0
   bg_cpu_ended
-  local wall=$(( $(now_cs) - step_t0 )) cpu=$(( $(cpu_cs) - step_c0 - bg_cpu ))
-  step_rows+=("$(printf '%8s %8s  %s' "$(fmt_cs "$wall")" "$(fmt_cs "$cpu")" "${step_name:0:100}")")
-  printf -- '-- %s wall, %s CPU\n' "$(fmt_cs "$wall")" "$(fmt_cs "$cpu")"
+  local wall cpu
+  wall=$(fmt_cs $(( $(now_cs) - step_t0 ))) cpu=$(fmt_cs $(( $(cpu_cs) - step_c0 - bg_cpu )))
+  step_rows+=("$(printf '%8s %8s  %s' "$wall" "$cpu" "${step_name:0:100}")")
+  printf -- '-- %s wall, %s CPU\n' "$wall" "$cpu"
   step_name=""
 }
 
