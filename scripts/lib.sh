@@ -33,38 +33,49 @@ tools_cache="${XDG_CACHE_HOME:-$HOME/.cache}/sealer"
 # packages they share (Kubernetes' client, gRPC, OpenTelemetry, ...) have
 # one version and compile once for all of them.
 modules=(. client/gosdk examples e2e)
-tool_modules=(tools tools/vault)
 
-# download_modules fetches, in one batch, every module whose content a
-# go.sum of the repository pins (its lines without /go.mod), and the
-# Kubernetes API schemas' module (ensure_kube_schemas). The downloads wait on
-# the network, not on the cores, so more of them run at once than the
-# GOMAXPROCS of 2 cores allows. The batch runs outside any module, so the
-# checksum database is not asked: every build and test then checks each
-# module it uses against its own go.sum, and ensure_kube_schemas its module
-# against its pinned hash.
+# download_modules fetches the modules whose packages the test command
+# builds: it loads, at once, the package graph of each module (the tests of
+# the repository's own modules included; Vault's "minimal" build, the tools
+# module's tools), which downloads what each graph needs and no more, and
+# the Kubernetes API schemas' module (ensure_kube_schemas). The go.sum files
+# pin about a third more (cloud SDKs that Vault's and Prometheus's other
+# builds import): fetched and unpacked, they cost a minute of wall time and
+# 2 GB of disk. The loads wait on the network, not on the cores, so more of
+# them run at once than the GOMAXPROCS of 2 cores allows. Every module is
+# checked against the go.sum of the module that needs it, and the
+# Kubernetes module against its pinned hash.
 download_modules() {
-  local m all=()
-  for m in "${modules[@]}" "${tool_modules[@]}"; do
-    all+=($(awk '$2 !~ /\/go\.mod$/ { print $1 "@" $2 }' "$m/go.sum"))
+  local m pids=() pid rc=0
+  for m in "${modules[@]}"; do
+    (cd "$m" && GOMAXPROCS=16 go list -deps -test ./... >/dev/null) &
+    pids+=($!)
   done
-  all+=("k8s.io/kubernetes@v$kube_version")
-  echo "downloading up to $(printf '%s\n' "${all[@]}" | sort -u | wc -l) modules"
-  (cd / && GOFLAGS=-mod=mod GOSUMDB=off GOMAXPROCS=16 go mod download $(printf '%s\n' "${all[@]}" | sort -u))
+  (cd tools && GOMAXPROCS=16 go list -deps -tags remove_all_sd tool ./... >/dev/null) &
+  pids+=($!)
+  (cd tools/vault && GOMAXPROCS=16 go list -deps -tags minimal . >/dev/null) &
+  pids+=($!)
+  (cd / && GOFLAGS=-mod=mod GOSUMDB=off go mod download "k8s.io/kubernetes@v$kube_version") &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  return "$rc"
 }
 
 # go_build_once OUT DIR PKG [LDFLAGS [TAGS]] builds the package PKG of the Go
 # module in DIR into OUT, unless OUT is there already: OUT's name carries the
 # hash of what it is built from, so a changed lock file builds anew. WHAT
-# says what is built. The build is static, stripped (-s -w: less to link),
+# says what is built. go_as_tool runs a go command with the flags the tools
+# are built with: static, no debug information (-dwarf=false when compiling,
+# -s -w when linking: about a sixth of the compile time, and less to link),
 # and neither optimized nor inlined (tool_gcflags, the flags of a debugger's
 # build): the tools serve tests for seconds, and inlining costs about a third
 # of their compile time, the optimizations another sixth. scripts/bench.sh,
 # whose Vault serves the Vault Transit figures, empties tool_gcflags; the
 # binaries' names say which build they are (tool_kind), so that neither is
 # taken for the other.
-tool_gcflags="all=-N -l"
+tool_gcflags="-N -l"
 tool_kind() { if [ -n "$tool_gcflags" ]; then echo noopt; else echo opt; fi; }
+go_as_tool() { local cmd=$1; shift; CGO_ENABLED=0 go "$cmd" -trimpath -gcflags "all=-dwarf=false $tool_gcflags" "$@"; }
 # files_sum FILE... prints the short hash that names a tool's binary: of the
 # files it is built from (its module's go.mod and go.sum, its main file).
 files_sum() { sha256sum "$@" | sha256sum | cut -c1-12; }
@@ -76,7 +87,7 @@ go_build_once() {
   # A name of this run's own, so that two runs building the same tool at
   # once (a test run beside a benchmark) never write one file; the rename
   # is atomic, and the last one wins with the same binary.
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$tags" -gcflags "$tool_gcflags" -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg")
+  (cd "$dir" && go_as_tool build -buildvcs=false -tags "$tags" -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg")
   mv -f "$out.tmp.$$" "$out"
 }
 
