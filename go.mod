@@ -2,6 +2,10 @@ module github.com/mcp-sealer/sealer
 
 go 1.26.8
 
+// The npm packages (clients/typescript/node_modules) hold no Go, and the test
+// command's npm ci replaces them while go walks ./... beside it.
+ignore node_modules
+
 require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/gowebpki/jcs v1.0.2

@@ -2,6 +2,10 @@ module github.com/mcp-sealer/sealer/examples
 
 go 1.26.8
 
+// The npm packages (typescript/node_modules) hold no Go, and the test
+// command's npm ci replaces them while go walks ./... beside it.
+ignore node_modules
+
 require (
 	github.com/google/jsonschema-go v0.4.3
 	github.com/mcp-sealer/sealer v0.0.0

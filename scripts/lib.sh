@@ -36,8 +36,9 @@ modules=(. client/gosdk examples e2e)
 
 # download_modules fetches the modules whose packages the test command
 # builds: it loads, at once, the package graph of each module (the tests of
-# the repository's own modules included; Vault's "minimal" build, the tools
-# module's tools), which downloads what each graph needs and no more, and
+# the repository's own modules included, with the tags they are built with;
+# Vault's "minimal" build, the tools module's tools), which downloads what
+# each graph needs and no more (a build that needs more fetches it), and
 # the Kubernetes API schemas' module (ensure_kube_schemas). The go.sum files
 # pin about a third more (cloud SDKs that Vault's and Prometheus's other
 # builds import): fetched and unpacked, they cost a minute of wall time and
@@ -48,7 +49,7 @@ modules=(. client/gosdk examples e2e)
 download_modules() {
   local m pids=() pid rc=0
   for m in "${modules[@]}"; do
-    (cd "$m" && GOMAXPROCS=16 go list -deps -test ./... >/dev/null) &
+    (cd "$m" && GOMAXPROCS=16 go list -deps -test -tags deploy,pebblegozstd ./... >/dev/null) &
     pids+=($!)
   done
   (cd tools && GOMAXPROCS=16 go list -deps -tags remove_all_sd tool ./... >/dev/null) &

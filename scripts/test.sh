@@ -58,7 +58,8 @@ go_release() { local cmd=$1; shift; CGO_ENABLED=0 go "$cmd" -trimpath "$@"; }
 # and spares the run the compile of its C (about 40 s of CPU). The test
 # binaries carry no debug information (-dwarf=false), which only a debugger
 # reads: a race report's stacks come from the runtime's own tables. It
-# saves a quarter of their compile time.
+# saves a quarter of their compile time. go keeps the last -tags: pass
+# none to go_race.
 go_race() { local cmd=$1; shift; go "$cmd" -race -tags pebblegozstd -gcflags=all=-dwarf=false "$@"; }
 
 npm_packages() {
@@ -68,7 +69,8 @@ npm_packages() {
 
 # lint_and_vet runs gofmt and go vet on every module. Each go test of the
 # run then turns its own vet off (-vet=off): that is a subset of go vet's
-# checks, on files go vet has just checked.
+# checks, on files go vet has checked before it (here; with -tags deploy in
+# deploy_tests; promqlcheck's in promqlcheck_tests).
 lint_and_vet() {
   step "gofmt and go vet"
   unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null | grep -v '^gen/' || find . -name '*.go' -not -path './gen/*'))
@@ -162,8 +164,8 @@ fi
 # The full run. The steps that need no tool built from Go modules come first,
 # then those whose tools build fastest; Vault, the longest build, is needed
 # last: by the service's integration tests and the end-to-end tests.
-# In the background: every Go module in one download, then the tools built
-# from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry
+# In the background: the Go modules the run builds (download_modules), then
+# the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry
 # Collector); the npm packages (Node 22, the conformance suite, the
 # TypeScript client and examples).
 step "background: Go modules, tools, npm packages"

@@ -8,6 +8,10 @@ module github.com/mcp-sealer/sealer/tools
 
 go 1.26.8
 
+// The npm packages (node/ and buf/node_modules) hold no Go, and the test
+// command's npm ci replaces them while go walks ./... beside it.
+ignore node_modules
+
 tool (
 	github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 	github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway
