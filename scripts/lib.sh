@@ -62,24 +62,25 @@ download_modules() {
   return "$rc"
 }
 
-# go_build_once OUT DIR PKG [LDFLAGS [TAGS]] builds the package PKG of the Go
-# module in DIR into OUT, unless OUT is there already: OUT's name carries the
-# hash of what it is built from, so a changed lock file builds anew. WHAT
-# says what is built. go_as_tool runs a go command with the flags the tools
-# are built with: static, no debug information (-dwarf=false when compiling,
-# -s -w when linking: about a sixth of the compile time, and less to link),
-# and neither optimized nor inlined (tool_gcflags, the flags of a debugger's
-# build): the tools serve tests for seconds, and inlining costs about a third
-# of their compile time, the optimizations another sixth. scripts/bench.sh,
-# whose Vault serves the Vault Transit figures, empties tool_gcflags; the
-# binaries' names say which build they are (tool_kind), so that neither is
-# taken for the other.
+# go_as_tool runs a go command with the flags the tools are built with:
+# static, no debug information (-dwarf=false; go_build_once's -s -w drops it
+# at link anyway: about a sixth of the compile time), and neither optimized
+# nor inlined (tool_gcflags, the flags of a debugger's build): the tools
+# serve tests for seconds, and inlining costs about a third of their compile
+# time, the optimizations another sixth. scripts/bench.sh, whose Vault
+# serves the Vault Transit figures, empties tool_gcflags; the binaries'
+# names say which build they are (tool_kind), so that neither is taken for
+# the other.
 tool_gcflags="-N -l"
 tool_kind() { if [ -n "$tool_gcflags" ]; then echo noopt; else echo opt; fi; }
 go_as_tool() { local cmd=$1; shift; CGO_ENABLED=0 go "$cmd" -trimpath -gcflags "all=-dwarf=false $tool_gcflags" "$@"; }
 # files_sum FILE... prints the short hash that names a tool's binary: of the
 # files it is built from (its module's go.mod and go.sum, its main file).
 files_sum() { sha256sum "$@" | sha256sum | cut -c1-12; }
+# go_build_once OUT DIR PKG [LDFLAGS [TAGS]] builds the package PKG of the Go
+# module in DIR into OUT with go_as_tool, stripped (-s -w: less to link),
+# unless OUT is there already: OUT's name carries the hash of what it is
+# built from, so a changed lock file builds anew. WHAT says what is built.
 go_build_once() {
   local out=$1 dir=$2 pkg=$3 ldflags="-s -w ${4:-}" tags=${5:-}
   [ -x "$out" ] && return 0

@@ -165,9 +165,9 @@ fi
 # then those whose tools build fastest; Vault, the longest build, is needed
 # last: by the service's integration tests and the end-to-end tests.
 # In the background: the Go modules the run builds (download_modules), then
-# the tools built from them (the protoc plugins, Vault, promtool, Helm, the OpenTelemetry
-# Collector); the npm packages (Node 22, the conformance suite, the
-# TypeScript client and examples).
+# the tools built from them (the protoc plugins, Vault, promtool, Helm, the
+# OpenTelemetry Collector); the npm packages (Node 22, the conformance
+# suite, the TypeScript client and examples).
 step "background: Go modules, tools, npm packages"
 vault_path
 python_path
