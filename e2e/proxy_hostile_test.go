@@ -123,7 +123,12 @@ func askResult(key, state string) string {
 // token of alice; set changes headers. It returns the status and the body.
 func mcpPost(t *testing.T, url, method, name, params string, set func(h http.Header)) (int, string) {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":5,"method":"` + method + `","params":` + params + `}`
+	return mcpPostBody(t, url, method, name, `{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":`+params+`}`, set)
+}
+
+// mcpPostBody posts body as mcpPost does, its envelope as given.
+func mcpPostBody(t *testing.T, url, method, name, body string, set func(h http.Header)) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

@@ -3,17 +3,18 @@ package mcpdigest
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
 // NamesCollide reports whether an object anywhere in the JSON text
-// arguments has two member names equal under case folding: "Item" and
-// "item", "ſize" and "size", "Kind" and "kind" with a Kelvin sign (FORMAT.md,
-// "Case in the arguments"). The digest sorts members, so both orders of such
-// members bind alike, while a decoder that matches names regardless of case
-// (Go's encoding/json, the last member winning) reads them two ways. Names
+// arguments has two member names that Fold takes to one: "Item" and
+// "item", "ſize" and "size", "Kind" and "kind" with a Kelvin sign, "ｉｔｅｍ"
+// and "item", "ß" and "ss" (FORMAT.md, "Case in the arguments"). The digest
+// sorts members, so both orders of such members bind alike, while a
+// decoder that matches names regardless of case (Go's encoding/json, the
+// last member winning) or through Unicode folding (Python's casefold,
+// NFKC) reads them two ways. Names
 // that differ by '_' or '-' do not collide: no decoder measured reads them
 // by their order.
 //
@@ -117,14 +118,14 @@ func foldKey(quoted []byte) []byte {
 	if bytes.IndexByte(inner, '\\') >= 0 {
 		_ = json.Unmarshal(quoted, &name) // valid JSON decodes; else the name as it is
 	}
-	return []byte(strings.Map(foldRune, name))
+	return []byte(Fold(name))
 }
 
 // foldRune maps r to one rune for its whole case: the least of the simple
 // case folding orbit of its lower case's upper case, then ASCII upper case
 // to lower. That goes past encoding/json's own fold (ı and İ fold to i
-// here, as in CaseVariant), so it reports at least what that decoder
-// merges. Invalid UTF-8 is U+FFFD, as encoding/json decodes it.
+// here), so it reports at least what that decoder merges. Invalid UTF-8 is
+// U+FFFD, as encoding/json decodes it.
 func foldRune(r rune) rune {
 	if r >= utf8.RuneSelf {
 		least := unicode.ToUpper(unicode.ToLower(r))

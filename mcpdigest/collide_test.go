@@ -9,11 +9,14 @@ import (
 	"testing"
 	"unicode"
 
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/mcp-sealer/sealer/mcpdigest"
 )
 
-// TestNamesCollide (issue 35): two member names of one object equal under
-// case folding collide, at any depth; names that differ by '_' or '-', the
+// TestNamesCollide (issues 35 and 50): two member names of one object equal
+// under case folding or Unicode's foldings (mcpdigest.Fold) collide, at any depth; names that differ by '_' or '-', the
 // same name in sibling objects, and strings that are values do not.
 func TestNamesCollide(t *testing.T) {
 	many := func(n int, last string) string {
@@ -41,12 +44,18 @@ func TestNamesCollide(t *testing.T) {
 		{"escaped twice", `{"\u0069tem":1,"\u0069tem":2}`, true},
 		{"non-ASCII, another case", `{"Ärger":1,"ärger":2}`, true},
 		{"Greek sigma", `{"σ":1,"ς":2}`, true},
+		{"fullwidth", `{"item":1,"ｉｔｅｍ":2}`, true},
+		{"sharp s", `{"strasse":1,"straße":2}`, true},
+		{"ligature st", `{"list":1,"liﬆ":2}`, true},
+		{"fullwidth, then dotless i", `{"item":1,"ｉtem":2,"ıtem":3}`, true},
 		{"past the linear names", many(40, "K39"), true},
 		{"separators differ", `{"item_id":1,"itemId":2,"item-id":3}`, false},
 		{"same name in sibling objects", `{"a":{"x":1},"b":{"X":1},"c":[{"x":1},{"X":2}]}`, false},
 		{"names in values are not members", `{"x":"X","y":["x","X"],"z":"\"x\":"}`, false},
 		{"a quote and colon inside a name", `{"a\":":1,"A\"":2}`, false},
 		{"different letters", `{"a":1,"b":2,"ä":3,"æ":4}`, false},
+		{"a homoglyph no folding takes to a", `{"a":1,"а":2}`, false},
+		{"a combining mark", `{"e":1,"e\u0301":2}`, false},
 		{"past the linear names, none", many(40, "k40"), false},
 		{"not an object", `[1,"a","A"]`, false},
 		{"null", `null`, false},
@@ -75,7 +84,8 @@ func TestNamesCollide_TheDigestBindsBothOrders(t *testing.T) {
 
 // referenceCollide is the rule read from encoding/json's tokens, each name
 // folded rune by rune to the least of the simple folding orbit of its lower
-// case's upper case: slow and plain, for NamesCollide to agree with.
+// case's upper case, then by NFKC, full case folding and NFKC, then rune by
+// rune again: slow and plain, for NamesCollide to agree with.
 func referenceCollide(data []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	type open struct {
@@ -94,13 +104,16 @@ func referenceCollide(data []byte) bool {
 			top = stack[len(stack)-1]
 		}
 		if s, ok := tok.(string); ok && top != nil && top.object && top.wantName {
-			key := strings.Map(func(r rune) rune {
-				least := unicode.ToUpper(unicode.ToLower(r))
-				for f := unicode.SimpleFold(least); f != least; f = unicode.SimpleFold(f) {
-					least = min(least, f)
-				}
-				return least
-			}, s)
+			simple := func(s string) string {
+				return strings.Map(func(r rune) rune {
+					least := unicode.ToUpper(unicode.ToLower(r))
+					for f := unicode.SimpleFold(least); f != least; f = unicode.SimpleFold(f) {
+						least = min(least, f)
+					}
+					return least
+				}, s)
+			}
+			key := simple(norm.NFKC.String(cases.Fold().String(norm.NFKC.String(simple(s)))))
 			if top.seen[key] {
 				return true
 			}
@@ -131,7 +144,7 @@ func FuzzNamesCollide(f *testing.F) {
 		`{"Item":"car","item":"pen"}`, `{"o":[1,{"x":{"sku":1,"SKU":2}}]}`, `{"size":1,"ſize":2}`,
 		`{"kind":1,"Kind":2}`, `{"item":1,"İtem":2}`, `{"\u0069tem":1,"I\u0074em":2}`,
 		`{"a":{"x":1},"b":{"X":1}}`, `{"x":"X","y":["x","X"]}`, `{"a\":":1,"A\"":2}`,
-		`{"a":"\u00ff","b":"\xff"}`, `{"\xff":1,"\xfe":2}`, `[`, `{"a`, `}}]]{"a":1`, `{"a":1,"A"`,
+		`{"a":"\u00ff","b":"\xff"}`, `{"\xff":1,"\xfe":2}`, `{"ｉｔｅｍ":1,"item":2}`, `{"ß":1,"ss":2}`, `{"ﬆ":1,"ST":2}`, `[`, `{"a`, `}}]]{"a":1`, `{"a":1,"A"`,
 	} {
 		f.Add([]byte(s))
 	}

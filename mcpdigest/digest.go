@@ -5,8 +5,8 @@
 //
 // It defines, once for the sealer, its Go client and its proxy, which
 // methods may carry a requestState (R9), which params members the digest
-// reads (the salient members), which member names are refused as case
-// variants of those, and the limits on the arguments.
+// reads (the salient members), which member names are refused as
+// look-alikes of those (LookAlike), and the limits on the arguments.
 //
 // # Forms of params
 //
@@ -27,8 +27,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 
@@ -217,10 +215,11 @@ func Canonical(method, target string, args []byte) (sealer.Digest, error) {
 
 // CheckParamName returns an error wrapping sealer.ErrArgument if name, the
 // name of a member of the params of a request of method, is a case variant
-// of a salient member's name (CaseVariant): "NAME", "Arguments", "URI",
-// "argumentſ". The digest ignores such a member, but an MCP server that
-// binds params case-insensitively (Go's encoding/json, .NET's
-// PropertyNameCaseInsensitive) may act on it, so a request carrying one is
+// or look-alike of a salient member's name (LookAlike): "NAME", "Arguments",
+// "URI", "argumentſ", "ａｒｇｕｍｅｎｔｓ". The digest ignores such a member,
+// but an MCP server that binds params case-insensitively (Go's
+// encoding/json, .NET's PropertyNameCaseInsensitive) or through Unicode
+// folding (Python's str.casefold, NFKC) may act on it, so a request carrying one is
 // refused. Only the members of params are checked, not those of objects
 // inside them. It returns an error wrapping sealer.ErrMethod for a method
 // whose requests cannot carry a requestState.
@@ -230,25 +229,11 @@ func CheckParamName(method, name string) error {
 		return errMethod(method)
 	}
 	for _, s := range m.Names() {
-		if CaseVariant(name, s) {
-			return fmt.Errorf("%w: params member %q differs from %q only in case", sealer.ErrArgument, truncate(name), s)
+		if LookAlike(name, s) {
+			return fmt.Errorf("%w: params member %q is a look-alike of %q", sealer.ErrArgument, truncate(name), s)
 		}
 	}
 	return nil
-}
-
-// CaseVariant reports whether name is not salient, an ASCII lowercase name,
-// but matches it case-insensitively: equal under strings.EqualFold, or once
-// both are upper-cased or lower-cased (which adds U+0130 and U+0131 for i).
-// On Go's Unicode tables that is exactly the list of FORMAT.md (each
-// character the salient one, its ASCII upper case, U+017F for s, U+0130 or
-// U+0131 for i), which a test holds it to.
-func CaseVariant(name, salient string) bool {
-	if name == salient || utf8.RuneCountInString(name) != len(salient) {
-		return false // case mappings keep the number of runes
-	}
-	return strings.EqualFold(name, salient) || strings.ToLower(name) == salient ||
-		strings.ToUpper(name) == strings.ToUpper(salient)
 }
 
 // checkNames applies CheckParamName to every member of params.

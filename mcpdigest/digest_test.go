@@ -215,7 +215,13 @@ func TestCheckParamName(t *testing.T) {
 		{"tools/call", "argument", nil},
 		{"tools/call", "arguments ", nil},
 		{"tools/call", "URI", nil},
-		{"tools/call", "ａrguments", nil}, // U+FF41 folds to no ASCII letter
+		{"tools/call", "ａrguments", sealer.ErrArgument}, // U+FF41, fullwidth a: NFKC takes it to a
+		{"tools/call", "ａｒｇｕｍｅｎｔｓ", sealer.ErrArgument},
+		{"tools/call", "ℕame", sealer.ErrArgument},               // U+2115, double-struck N
+		{"tools/call", "\U0001d41arguments", sealer.ErrArgument}, // mathematical bold a
+		{"tools/call", "ＮＡＭＥ", sealer.ErrArgument},
+		{"resources/read", "ｕｒı", sealer.ErrArgument}, // fullwidth, then ı: both foldings at once
+		{"tools/call", "n\u0430me", nil},              // Cyrillic a: a homoglyph no folding takes to a
 		{"tools/call", "NAME", sealer.ErrArgument},
 		{"tools/call", "Name", sealer.ErrArgument},
 		{"tools/call", "nAmE", sealer.ErrArgument},

@@ -152,13 +152,15 @@ func (o *object) del(name string) {
 
 // variant reports whether a member is named like one of names but is not
 // it: a decoder that matches names regardless of case (Go's encoding/json
-// does), or that also takes a snake_case or kebab-case spelling (pydantic's
+// does), through Unicode's foldings (Python's str.casefold, NFKC), or that
+// also takes a snake_case or kebab-case spelling (pydantic's
 // populate_by_name with a camelCase alias, as the Python MCP SDK's models
 // have) would read it as that member.
 func (o *object) variant(names ...string) bool {
 	for _, n := range o.names {
+		folded, dropped := looseForms(n)
 		for _, want := range names {
-			if looseVariant(n, want) {
+			if n != want && (strings.EqualFold(folded, want) || strings.EqualFold(dropped, want)) {
 				return true
 			}
 		}
@@ -166,16 +168,21 @@ func (o *object) variant(names ...string) bool {
 	return false
 }
 
-// looseVariant reports whether name differs from want but matches it once
-// every '_' and '-' is dropped from it and its case is folded by the digest's
-// case rule (mcpdigest.CaseVariant). want is an ASCII lowercase name without
-// '_' or '-'.
+// looseVariant reports whether name differs from want, an ASCII name
+// without '_' or '-', but matches it once folded by the digest's rule
+// (mcpdigest.Fold) with every '_' and '-' dropped.
 func looseVariant(name, want string) bool {
-	if name == want {
-		return false
-	}
-	n := strings.Map(dropSeparator, name)
-	return n == want || mcpdigest.CaseVariant(n, want)
+	folded, dropped := looseForms(name)
+	return name != want && (strings.EqualFold(folded, want) || strings.EqualFold(dropped, want))
+}
+
+// looseForms returns name folded (mcpdigest.Fold, which has no ASCII upper
+// case: equal under EqualFold to an ASCII name only when equal to its lower
+// case) without its separators, and the same with the separators that the
+// folding made dropped too (a fullwidth low line folds to '_').
+func looseForms(name string) (folded, dropped string) {
+	folded = mcpdigest.Fold(strings.Map(dropSeparator, name))
+	return folded, strings.Map(dropSeparator, folded)
 }
 
 // dropSeparator drops the separators of snake_case and kebab-case names.

@@ -19,6 +19,7 @@ import (
 	"github.com/gowebpki/jcs"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
+	"golang.org/x/text/unicode/norm"
 )
 
 // This file is the request digest of FORMAT.md written again without package
@@ -150,13 +151,12 @@ func specDigest(method string, params []byte, m digestMistakes) (target string, 
 	return target, args, h.Sum(nil), nil
 }
 
-// specCaseExtras are the non-ASCII characters FORMAT.md lists as case
-// variants of the ASCII letters of salient names.
-var specCaseExtras = map[rune][]rune{'s': {0x17f}, 'i': {0x130, 0x131}}
+// specCaseExtras are the characters step 1 of FORMAT.md's folding replaces.
+var specCaseExtras = strings.NewReplacer("\u017f", "s", "\u0130", "i", "\u0131", "i", "\u212a", "k")
 
-// specCaseVariant is FORMAT.md's list: as many characters as the salient
-// name, each the salient character, its ASCII upper case, or one of
-// specCaseExtras (U+017F for s, U+0130 or U+0131 for i).
+// specCaseVariant is FORMAT.md's look-alike rule: a name other than the
+// salient one that equals it once folded (step 1, NFKC, full case folding,
+// NFKC).
 func specCaseVariant(name, salient string, m digestMistakes) bool {
 	switch {
 	case m.asciiCaseCheck:
@@ -175,17 +175,8 @@ func specCaseVariant(name, salient string, m digestMistakes) bool {
 	case m.noUpperCase:
 		return strings.EqualFold(name, salient) || strings.ToLower(name) == salient
 	}
-	runes := []rune(name)
-	if len(runes) != len(salient) {
-		return false
-	}
-	for i, r := range runes {
-		c := rune(salient[i])
-		if r != c && r != c-'a'+'A' && !slices.Contains(specCaseExtras[c], r) {
-			return false
-		}
-	}
-	return true
+	folded := norm.NFKC.String(cases.Fold().String(norm.NFKC.String(specCaseExtras.Replace(name))))
+	return name != salient && folded == salient
 }
 
 // specMemberNames returns the name of every member of every object in the
