@@ -72,8 +72,12 @@ var ErrPending = errors.New("ledger: outcome not recorded yet")
 // was never consumed, or its entry expired.
 var ErrGone = errors.New("ledger: no such entry")
 
-// Entry names what Consume or Advance records: the state ID when Round is
-// 0, otherwise round Round of Flow.
+// Entry names what Consume or Advance records, and the state asked about:
+// the entry is the state ID when Round is 0, otherwise round Round of Flow,
+// which any state of that round (a fork among them) may open; ID is always
+// the state's. A claim of a flow's round is ID's, the state whose open won
+// it, and only that state records its outcome and reads it (FORMAT.md,
+// "Recorded outcomes").
 type Entry struct {
 	ID    sealer.StateID
 	Flow  sealer.FlowID
@@ -89,20 +93,24 @@ type Recorder interface {
 	// Claim is Consume of e.ID (e.Round 0) or Advance of e.Flow to e.Round,
 	// for a caller that will Record the outcome: Outcome answers
 	// ErrPending for e until an outcome is recorded or wait has passed
-	// since the claim (on the ledger's clock).
+	// since the claim (on the ledger's clock). A flow's round is claimed
+	// for e.ID.
 	Claim(ctx context.Context, tenant string, e Entry, until time.Time, wait time.Duration) error
 	// Record stores outcome for e if e was claimed and nothing was recorded
 	// for it since: nil then. It returns ErrConsumed when something was
-	// recorded before, e was consumed without a claim, or e's flow has
-	// moved past e.Round; ErrGone when e has no entry (it expired); errors
-	// wrapping ErrUnavailable otherwise. An empty outcome records that none
-	// will come: Outcome then answers ErrConsumed.
+	// recorded before, e was consumed without a claim, e's flow has moved
+	// past e.Round, or e.Round was claimed for another state than e.ID (a
+	// fork), whose claim it leaves as it is; ErrGone when e has no entry
+	// (it expired); errors wrapping ErrUnavailable otherwise. An empty
+	// outcome records that none will come: Outcome then answers
+	// ErrConsumed.
 	Record(ctx context.Context, tenant string, e Entry, outcome []byte) error
 	// Outcome returns the outcome recorded for e. It returns ErrPending
 	// while e is claimed, nothing is recorded and its wait is not over;
 	// ErrConsumed when e was consumed without a claim, with no outcome
-	// recorded in its wait, with an empty one, or when e's flow has moved
-	// past e.Round; ErrGone when e has no entry.
+	// recorded in its wait, with an empty one, when e's flow has moved
+	// past e.Round, or when e.Round was claimed for another state than
+	// e.ID (never that state's outcome); ErrGone when e has no entry.
 	Outcome(ctx context.Context, tenant string, e Entry) ([]byte, error)
 }
 

@@ -46,6 +46,13 @@ import (
 //	'o' || outcome         the outcome recorded, non-empty
 //	'n'                    recorded that none will come
 //
+// A flow's claimed round names the state it was claimed for, whose open
+// won it, before its outcome state: 'c' || id || 'p'... Only that state
+// records and reads the outcome. A flow's 'p', 'o' or 'n' without it,
+// which a release before it wrote, is no state's: consumed for all of
+// them. A release before it reads 'c' as damaged (ErrUnavailable) in
+// Outcome, and as consumed in Record: it fails closed.
+//
 // There is no index by expiry: a sweep reads every entry, in chunks, which
 // costs a consume nothing, where an index doubled what each consume writes.
 const (
@@ -61,9 +68,10 @@ const (
 
 // The outcome states.
 const (
-	statePending byte = 'p'
-	stateOutcome byte = 'o'
-	stateNone    byte = 'n'
+	statePending  byte = 'p'
+	stateOutcome  byte = 'o'
+	stateNone     byte = 'n'
+	stateClaimant byte = 'c' // a flow's: the state id its round was claimed for follows
 )
 
 // cutKey holds the highest cut a sweep used: every entry deleted expired

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -13,9 +14,14 @@ import (
 var _ ledger.Recorder = (*Ledger)(nil)
 
 // Claim implements ledger.Recorder: Consume or Advance, with the entry
-// pending until wait has passed on this host's clock.
+// pending until wait has passed on this host's clock; a flow's round
+// claimed for e.ID.
 func (l *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until time.Time, wait time.Duration) error {
-	claim := binary.BigEndian.AppendUint64([]byte{statePending}, uint64(wallclock.Now().Add(max(0, wait)).UnixMilli()))
+	claim := make([]byte, 0, 1+len(e.ID)+9)
+	if e.Round != 0 {
+		claim = append(append(claim, stateClaimant), e.ID[:]...)
+	}
+	claim = binary.BigEndian.AppendUint64(append(claim, statePending), uint64(wallclock.Now().Add(max(0, wait)).UnixMilli()))
 	if e.Round == 0 {
 		return l.consume(ctx, tenant, e.ID, until, claim)
 	}
@@ -23,18 +29,19 @@ func (l *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until
 }
 
 // Record implements ledger.Recorder: the entry keeps its fixed part, so
-// its until, and takes the outcome as its state, committed durably.
+// its until, and its claimant, and takes the outcome as its state,
+// committed durably.
 func (l *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outcome []byte) error {
 	k, fixed := outcomeKey(tenant, e)
 	return l.update(ctx, k, func(old []byte) ([]byte, error) {
-		state, err := stateAt(old, fixed, e.Round)
+		keep, err := stateAt(old, fixed, e)
 		switch {
 		case err != nil:
 			return nil, err
-		case len(state) == 0 || state[0] != statePending:
+		case len(old) == keep || old[keep] != statePending:
 			return nil, ledger.ErrConsumed
 		}
-		v := append(make([]byte, 0, fixed+1+len(outcome)), old[:fixed]...)
+		v := append(make([]byte, 0, keep+1+len(outcome)), old[:keep]...)
 		if len(outcome) == 0 {
 			return append(v, stateNone), nil
 		}
@@ -58,10 +65,11 @@ func (l *Ledger) Outcome(ctx context.Context, tenant string, e ledger.Entry) ([]
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ledger.ErrUnavailable, err)
 	}
-	state, err := stateAt(v, fixed, e.Round)
-	switch {
-	case err != nil:
+	keep, err := stateAt(v, fixed, e)
+	if err != nil {
 		return nil, err
+	}
+	switch state := v[keep:]; {
 	case len(state) == 0 || state[0] == stateNone:
 		return nil, ledger.ErrConsumed
 	case state[0] == stateOutcome && len(state) > 1:
@@ -84,26 +92,40 @@ func outcomeKey(tenant string, e ledger.Entry) ([]byte, int) {
 	return entryKey(kindFlow, e.Flow[:], tenant), flowFixed
 }
 
-// stateAt returns the outcome state of v, the value of an entry with a
-// fixed part of fixed bytes, asked about at round (0 for a state id). It
-// returns ErrGone when there is no entry or the flow is below round (the
-// round's entry expired), and ErrConsumed when the flow moved past it.
-func stateAt(v []byte, fixed int, round uint32) ([]byte, error) {
+// stateAt returns where the outcome state of v begins, v being the value
+// of an entry with a fixed part of fixed bytes, asked about by e: after the
+// fixed part of a state's entry, after the claimant of a flow's round. It
+// returns ErrGone when there is no entry or the flow is below e.Round (the
+// round's entry expired), and ErrConsumed when the flow moved past it, or
+// its round was not claimed for e.ID: advanced without a claim, claimed
+// for another state (a fork), or claimed by an earlier release, which
+// named no state (fail closed: a retry is refused, never answered with
+// another state's outcome).
+func stateAt(v []byte, fixed int, e ledger.Entry) (int, error) {
 	switch {
 	case v == nil:
-		return nil, ledger.ErrGone
+		return 0, ledger.ErrGone
 	case len(v) < fixed:
-		return nil, errDamaged(v)
-	case round == 0:
-		return v[fixed:], nil
+		return 0, errDamaged(v)
+	case e.Round == 0:
+		return fixed, nil
 	}
 	switch held := binary.BigEndian.Uint32(v[8:]); {
-	case held < round:
-		return nil, ledger.ErrGone
-	case held > round:
-		return nil, ledger.ErrConsumed
+	case held < e.Round:
+		return 0, ledger.ErrGone
+	case held > e.Round:
+		return 0, ledger.ErrConsumed
 	}
-	return v[fixed:], nil
+	claimant := v[fixed:]
+	switch {
+	case len(claimant) == 0, claimant[0] == statePending, claimant[0] == stateOutcome, claimant[0] == stateNone:
+		return 0, ledger.ErrConsumed
+	case claimant[0] != stateClaimant || len(claimant) < 1+len(e.ID):
+		return 0, errDamaged(v)
+	case !bytes.Equal(claimant[1:1+len(e.ID)], e.ID[:]):
+		return 0, ledger.ErrConsumed
+	}
+	return fixed + 1 + len(e.ID), nil
 }
 
 // errDamaged refuses an entry no release writes.

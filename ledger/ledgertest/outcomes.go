@@ -51,6 +51,9 @@ func runOutcomes(t *testing.T, newSubject func(t *testing.T) Subject) {
 	t.Run("R9 flows: a claim and a state's entry are apart", func(t *testing.T) {
 		aFlowsClaimAndAStatesEntryAreApart(t, recorder(t))
 	})
+	t.Run("R9 flows: a round's outcome is its claimant's, never a fork's", func(t *testing.T) {
+		aRoundsOutcomeIsItsClaimants(t, recorder(t))
+	})
 }
 
 func aClaimWinsOncePendingUntilRecorded(t *testing.T, r ledger.Recorder, e ledger.Entry) {
@@ -211,6 +214,28 @@ func aFlowsClaimAndAStatesEntryAreApart(t *testing.T, r ledger.Recorder) {
 	wantOutcome(t, r, "t", flow, "flow")
 }
 
+// aRoundsOutcomeIsItsClaimants (issue 50): f1 and f2 are two states of
+// round 2 of one flow, which opens one of them (a fork). f1 claims the
+// round; f2 records nothing for it, empty or not, and leaves f1's claim as
+// it is, which f1 then records; f2 never reads f1's outcome, and never
+// waits for it.
+func aRoundsOutcomeIsItsClaimants(t *testing.T, r ledger.Recorder) {
+	ctx := context.Background()
+	f := newFlow()
+	f1, f2 := ledger.Entry{ID: newID(), Flow: f, Round: 2}, ledger.Entry{ID: newID(), Flow: f, Round: 2}
+	wantErr(t, "f1's claim", claim(r, "t", f1), nil)
+	wantErr(t, "f2's claim", claim(r, "t", f2), ledger.ErrConsumed)
+	wantNoOutcome(t, r, "t", f2, "f2's outcome while f1's is pending", ledger.ErrConsumed)
+	wantErr(t, "f2's record", r.Record(ctx, "t", f2, []byte("fork")), ledger.ErrConsumed)
+	wantErr(t, "f2's empty record", r.Record(ctx, "t", f2, nil), ledger.ErrConsumed)
+	wantNoOutcome(t, r, "t", f1, "f1's outcome after f2's records", ledger.ErrPending)
+	wantErr(t, "f1's record", r.Record(ctx, "t", f1, []byte("real")), nil)
+	wantOutcome(t, r, "t", f1, "real")
+	wantNoOutcome(t, r, "t", f2, "f2's outcome after f1's record", ledger.ErrConsumed)
+	wantErr(t, "f2's record after f1's", r.Record(ctx, "t", f2, []byte("fork")), ledger.ErrConsumed)
+	wantOutcome(t, r, "t", f1, "real")
+}
+
 func inAMinute() time.Time { return time.Now().Add(time.Minute) }
 
 // claim claims e for tenant with a wait no test outlasts: a claim these
@@ -240,7 +265,7 @@ type kindOfEntry struct {
 // oneOfEachKind returns an entry no ledger has seen of each kind a
 // recorder keeps outcomes for: a state's, and a flow's round.
 func oneOfEachKind() []kindOfEntry {
-	return []kindOfEntry{{"state", ledger.Entry{ID: newID()}}, {"flow", ledger.Entry{Flow: newFlow(), Round: 2}}}
+	return []kindOfEntry{{"state", ledger.Entry{ID: newID()}}, {"flow", ledger.Entry{ID: newID(), Flow: newFlow(), Round: 2}}}
 }
 
 // freshLike returns an entry no ledger has seen, of e's kind: a state's,
@@ -249,7 +274,7 @@ func freshLike(e ledger.Entry) ledger.Entry {
 	if e.Round == 0 {
 		return ledger.Entry{ID: newID()}
 	}
-	return ledger.Entry{Flow: newFlow(), Round: e.Round}
+	return ledger.Entry{ID: newID(), Flow: newFlow(), Round: e.Round}
 }
 
 // consumeWithoutClaim consumes e without a claim: Consume or Advance.

@@ -14,10 +14,15 @@ var _ ledger.Recorder = (*Ledger)(nil)
 
 // atScript defines at(v), which reads v, the value of the entry KEYS[1],
 // asked about at round ARGV[1] (1 for a state id; see the value format
-// above nowScript). It returns the outcome state's letter, its data and
-// the round's digits when v is that round's; otherwise nil and the
-// script's answer: gone when there is no entry or the flow is below the
-// round (the round's entry expired), consumed when the flow moved past it.
+// above nowScript) by the state ARGV[2], the 16 bytes of its id for a
+// flow's round and empty for a state id (its key names it). It returns
+// the outcome state's letter, its data and the part of v before them (the
+// round's digits, and a flow's claimant) when v is that round's, claimed
+// for that state if a flow's; otherwise nil and the script's answer: gone
+// when there is no entry or the flow is below the round (the round's entry
+// expired), consumed when the flow moved past it or its round was not
+// claimed for ARGV[2] (advanced without a claim, claimed for another
+// state, or by an earlier release, which named none).
 const atScript = `
 local function at(v)
   if not v then return nil, -3 end
@@ -26,26 +31,33 @@ local function at(v)
   local round, want = tonumber(digits), tonumber(ARGV[1])
   if round < want then return nil, -3 end
   if round > want then return nil, -1 end
-  return string.sub(v, #digits + 1, #digits + 1), string.sub(v, #digits + 2), digits
+  local state, rest = string.sub(v, #digits + 1, #digits + 1), string.sub(v, #digits + 2)
+  if ARGV[2] == '' then return state, rest, digits end
+  if state == '' or state == 'p' or state == 'o' or state == 'n' then return nil, -1 end
+  if state ~= 'c' or #rest < 16 then return nil, -5 end
+  if string.sub(rest, 1, 16) ~= ARGV[2] then return nil, -1 end
+  return string.sub(rest, 17, 17), string.sub(rest, 18), digits .. 'c' .. ARGV[2]
 end
 `
 
-// recordScript stores ARGV[2] as the outcome of the claimed entry KEYS[1]
-// at round ARGV[1] (an empty one as 'n'), keeping its expiry: 0, or the
-// answer for an entry that is not pending.
+// recordScript stores ARGV[3] as the outcome of the entry KEYS[1] at
+// round ARGV[1], claimed for ARGV[2] (see atScript), an empty one as 'n',
+// keeping its expiry and its claimant: 0, or the answer for an entry that
+// is not pending for it.
 var recordScript = goredis.NewScript(atScript + `
-local state, rest, digits = at(redis.call('GET', KEYS[1]))
+local state, rest, head = at(redis.call('GET', KEYS[1]))
 if not state then return rest end
 if state == '' or state == 'o' or state == 'n' then return -1 end
 if state ~= 'p' then return -5 end
-local v = digits .. 'n'
-if ARGV[2] ~= '' then v = digits .. 'o' .. ARGV[2] end
+local v = head .. 'n'
+if ARGV[3] ~= '' then v = head .. 'o' .. ARGV[3] end
 redis.call('SET', KEYS[1], v, 'KEEPTTL')
 return 0`)
 
 // outcomeScript returns the outcome recorded for the entry KEYS[1] at
-// round ARGV[1], or the answer why there is none: pending while its
-// deadline is ahead on Redis's clock, consumed once it has passed.
+// round ARGV[1], claimed for ARGV[2] (see atScript), or the answer why
+// there is none: pending while its deadline is ahead on Redis's clock,
+// consumed once it has passed.
 var outcomeScript = goredis.NewScript(nowScript + atScript + `
 local state, rest = at(redis.call('GET', KEYS[1]))
 if not state then return rest end
@@ -57,23 +69,26 @@ end
 if state == '' or state == 'o' or state == 'n' then return -1 end
 return -5`)
 
-// entryKey is the key of e of tenant and the round its value holds.
-func entryKey(tenant string, e ledger.Entry) (string, uint32) {
+// entryKey is the key of e of tenant, the round its value holds, and the
+// claimant the scripts judge (atScript): e.ID for a flow's round, none for
+// a state's entry, which its key names.
+func entryKey(tenant string, e ledger.Entry) (key string, round uint32, claimant []byte) {
 	if e.Round == 0 {
-		return redisKey(tenant, e.ID), 1
+		return redisKey(tenant, e.ID), 1, []byte{}
 	}
-	return flowKey(tenant, e.Flow), e.Round
+	return flowKey(tenant, e.Flow), e.Round, e.ID[:]
 }
 
 // Claim implements ledger.Recorder: Consume or Advance, with the entry
-// pending until wait, in whole milliseconds, has passed on Redis's clock.
+// pending until wait, in whole milliseconds, has passed on Redis's clock;
+// a flow's round claimed for e.ID.
 func (r *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until time.Time, wait time.Duration) error {
 	waitMs := max(0, wait.Milliseconds())
-	key, round := entryKey(tenant, e)
+	key, round, claimant := entryKey(tenant, e)
 	if e.Round == 0 {
 		return r.consume(ctx, key, until.UnixMilli(), waitMs)
 	}
-	return r.advance(ctx, key, round, until.UnixMilli(), waitMs)
+	return r.advance(ctx, key, round, until.UnixMilli(), waitMs, claimant)
 }
 
 // Record implements ledger.Recorder with recordScript. With Replicas set
@@ -85,8 +100,8 @@ func (r *Ledger) Claim(ctx context.Context, tenant string, e ledger.Entry, until
 func (r *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outcome []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	key, round := entryKey(tenant, e)
-	_, undoOn, err := r.write(ctx, recordScript, key, round, outcome)
+	key, round, claimant := entryKey(tenant, e)
+	_, undoOn, err := r.write(ctx, recordScript, key, round, claimant, outcome)
 	if undoOn != nil {
 		undoOn.Close() // nothing to undo: see above
 	}
@@ -98,8 +113,8 @@ func (r *Ledger) Record(ctx context.Context, tenant string, e ledger.Entry, outc
 func (r *Ledger) Outcome(ctx context.Context, tenant string, e ledger.Entry) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	key, round := entryKey(tenant, e)
-	res, err := outcomeScript.Run(ctx, r.client, []string{key}, round).Result()
+	key, round, claimant := entryKey(tenant, e)
+	res, err := outcomeScript.Run(ctx, r.client, []string{key}, round, claimant).Result()
 	if err != nil {
 		err = fmt.Errorf("%w: redis: %v", ledger.ErrUnavailable, err)
 		r.reloadOn(ctx, err)

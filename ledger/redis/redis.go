@@ -40,9 +40,15 @@ const (
 //	'o' outcome        the outcome recorded, non-empty
 //	'n'                recorded that none will come
 //
+// A flow's claimed round names the state it was claimed for, whose open
+// won it, before its outcome state: 'c', the 16 bytes of the state id,
+// then 'p'... Only that state records and reads the outcome.
+//
 // So "1" and a bare round, all that an earlier release wrote, read as
 // consumed without a claim, and an earlier release that reads a claimed
-// flow's value fails its script: it refuses the open, never repeats it.
+// flow's value fails its script: it refuses the open, never repeats it. A
+// flow's 'p', 'o' or 'n' without a claimant, written by a release before
+// claimants, is no state's: consumed for every one.
 // An outcome is part of its entry's value: it lives exactly as long as the
 // entry, on the same node (one key per script, one slot of a Cluster).
 
@@ -73,12 +79,13 @@ return -1`)
 
 // advanceScript is the whole of a latest-only advance, on the flow's one
 // key: it records round ARGV[1] as the flow's highest, until at least
-// ARGV[2] (Unix ms), claimed for ARGV[3] ms, if it is above the round
-// recorded; the outcome state of the round before goes with it. It
-// returns the round recorded before (0 for none), which an undo needs
-// (retreat), or -1 when the round is not above it.
+// ARGV[2] (Unix ms), claimed for ARGV[3] ms for the state ARGV[4] (16
+// bytes), if it is above the round recorded; the outcome state of the
+// round before goes with it. It returns the round recorded before (0 for
+// none), which an undo needs (retreat), or -1 when the round is not above
+// it.
 var advanceScript = goredis.NewScript(nowScript + `
-local round, untilMs, wait = ARGV[1], ARGV[2], ARGV[3]
+local round, untilMs, wait, claimant = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if now >= tonumber(untilMs) then return -2 end
 -- the round recorded: the value's leading digits (see the format above)
 local old = redis.call('GET', KEYS[1])
@@ -89,7 +96,8 @@ if old then
 end
 if prev >= tonumber(round) then return -1 end
 -- an entry that already lives past untilMs keeps its expiry: never shortened
-local v = round .. claimed(wait)
+local v = round
+if tonumber(wait) >= 0 then v = round .. 'c' .. claimant .. claimed(wait) end
 if now + redis.call('PTTL', KEYS[1]) > tonumber(untilMs) then
   redis.call('SET', KEYS[1], v, 'KEEPTTL')
 else
@@ -351,16 +359,16 @@ func (r *Ledger) consume(ctx context.Context, key string, until, wait int64) err
 // Advance implements ledger.Ledger with advanceScript on the flow's key, so
 // one node (one slot of a Cluster) decides atomically, on its clock.
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli(), noClaim)
+	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli(), noClaim, []byte{})
 }
 
-// advance runs advanceScript on key, claimed for wait ms unless wait is
-// noClaim. An advance the replicas do not acknowledge goes back to the
-// round the script found (retreat).
-func (r *Ledger) advance(ctx context.Context, key string, round uint32, until, wait int64) error {
+// advance runs advanceScript on key, claimed for wait ms for the state
+// claimant unless wait is noClaim. An advance the replicas do not
+// acknowledge goes back to the round the script found (retreat).
+func (r *Ledger) advance(ctx context.Context, key string, round uint32, until, wait int64, claimant []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	prev, undoOn, err := r.write(ctx, advanceScript, key, round, until, wait)
+	prev, undoOn, err := r.write(ctx, advanceScript, key, round, until, wait, claimant)
 	if undoOn != nil {
 		retreat(ctx, undoOn, key, round, prev)
 		undoOn.Close()

@@ -289,15 +289,17 @@ func TestRedis_ACLUser_Outcomes(t *testing.T) {
 
 // TestRedis_OutcomeValues pins the values an entry takes, which replicas
 // of other releases read: a claim is pending until a deadline on Redis's
-// clock, a record keeps the key's expiry, and the values an earlier
-// release wrote ("1", a bare round) read as consumed without a claim.
+// clock, a flow's names the state it was claimed for, a record keeps the
+// key's expiry and the claimant, and the values an earlier release wrote
+// ("1", a bare round, a flow's claim naming no state) read as consumed.
 func TestRedis_OutcomeValues(t *testing.T) {
 	srv := testredis.Start(t, false)
 	r := newRedis(t, srv.URL())
 	admin := srv.Client(t)
 	ctx := context.Background()
 	until := time.Now().Add(time.Minute)
-	state, flow := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{Flow: sealer.FlowID{2}, Round: 5}
+	state, flow := ledger.Entry{ID: sealer.StateID{1}}, ledger.Entry{ID: sealer.StateID{3}, Flow: sealer.FlowID{2}, Round: 5}
+	claimant := "c\x03" + strings.Repeat("\x00", 15)
 	stateKey := "sealer:v1:consumed:1:t:01000000000000000000000000000000"
 	flowKey := "sealer:v1:flow:1:t:02000000000000000000000000000000"
 	value := func(key string) string {
@@ -318,11 +320,11 @@ func TestRedis_OutcomeValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for key, round := range map[string]string{stateKey: "1", flowKey: "5"} {
+	for key, head := range map[string]string{stateKey: "1", flowKey: "5" + claimant} {
 		v := value(key)
-		deadline, err := strconv.ParseInt(strings.TrimPrefix(v, round+"p"), 10, 64)
-		if err != nil || !strings.HasPrefix(v, round+"p") {
-			t.Fatalf("claimed %s: got %q, want %sp and a deadline", key, v, round)
+		deadline, err := strconv.ParseInt(strings.TrimPrefix(v, head+"p"), 10, 64)
+		if err != nil || !strings.HasPrefix(v, head+"p") {
+			t.Fatalf("claimed %s: got %q, want %qp and a deadline", key, v, head)
 		}
 		if lo := before.Add(10 * time.Second).UnixMilli(); deadline < lo || deadline > lo+10_000 {
 			t.Errorf("claimed %s: deadline %d, want 10 s after Redis's time of the claim, %d", key, deadline, lo)
@@ -337,8 +339,8 @@ func TestRedis_OutcomeValues(t *testing.T) {
 	if v := value(stateKey); v != "1oanswer" {
 		t.Errorf("recorded state: got %q, want 1oanswer", v)
 	}
-	if v := value(flowKey); v != "5n" {
-		t.Errorf("flow recorded with none: got %q, want 5n", v)
+	if v := value(flowKey); v != "5"+claimant+"n" {
+		t.Errorf("flow recorded with none: got %q, want %q", v, "5"+claimant+"n")
 	}
 	for _, key := range []string{stateKey, flowKey} {
 		if got := admin.PExpireTime(ctx, key).Val().Milliseconds(); got != until.UnixMilli() {
@@ -357,6 +359,20 @@ func TestRedis_OutcomeValues(t *testing.T) {
 			t.Errorf("record %+v on an earlier release's entry: got %v, want ErrConsumed", e, err)
 		}
 	}
+	// A flow's claim, or its outcome, that an earlier release wrote names
+	// no state: no state records or reads it, and it stays as it is.
+	for _, v := range []string{"5p99999999999999", "5oanswer", "5n"} {
+		admin.Set(ctx, flowKey, v, time.Minute)
+		if got, err := r.Outcome(ctx, "t", flow); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("outcome of an earlier release's flow %q: got %q, %v, want ErrConsumed", v, got, err)
+		}
+		if err := r.Record(ctx, "t", flow, []byte("answer")); !errors.Is(err, ledger.ErrConsumed) {
+			t.Errorf("record on an earlier release's flow %q: got %v, want ErrConsumed", v, err)
+		}
+		if got := value(flowKey); got != v {
+			t.Errorf("an earlier release's flow %q after a record: got %q", v, got)
+		}
+	}
 	if err := r.Advance(ctx, "t", flow.Flow, 5, until); !errors.Is(err, ledger.ErrConsumed) {
 		t.Errorf("round 5 again: got %v, want ErrConsumed", err)
 	}
@@ -365,6 +381,10 @@ func TestRedis_OutcomeValues(t *testing.T) {
 	}
 	if err := r.Advance(ctx, "t", flow.Flow, 6, until); !errors.Is(err, ledger.ErrConsumed) {
 		t.Errorf("round 6 after its claim: got %v, want ErrConsumed", err)
+	}
+	admin.Set(ctx, flowKey, "7cshort", time.Minute)
+	if _, err := r.Outcome(ctx, "t", ledger.Entry{ID: flow.ID, Flow: flow.Flow, Round: 7}); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("a claimant no release writes: got %v, want ErrUnavailable", err)
 	}
 	admin.Set(ctx, flowKey, "x5", time.Minute)
 	if err := r.Advance(ctx, "t", flow.Flow, 7, until); !errors.Is(err, ledger.ErrUnavailable) {
