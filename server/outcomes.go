@@ -43,11 +43,13 @@ func (s *service) recording(req *sealerv1.OpenRequest) bool {
 	return req.GetRecordOutcome() && s.recorder != nil && s.cfg.OutcomeLimit > 0
 }
 
-// entryOf is the ledger entry an open of o consumes: its flow's round for a
-// latest-only flow, otherwise its id (see consume).
+// entryOf is the ledger entry an open of o consumes, asked about by o: its
+// flow's round for a latest-only flow, otherwise its id (see consume). The
+// ledger keeps a round's outcome for the state whose open claimed it, so
+// another state of that round (a fork) neither records nor reads it.
 func entryOf(o *sealer.Opened) ledger.Entry {
 	if f := o.Flow; f != nil && f.LatestOnly {
-		return ledger.Entry{Flow: f.ID, Round: f.Round}
+		return ledger.Entry{ID: o.ID, Flow: f.ID, Round: f.Round}
 	}
 	return ledger.Entry{ID: o.ID}
 }
@@ -71,9 +73,9 @@ const (
 // the outcome recorded for it. While the ledger says it is pending (the
 // first open's handler may still run) it reads again, parked (it holds no
 // in-flight slot meanwhile), until the caller's deadline is near: then
-// IN_PROGRESS. An outcome that does not open for o
-// (another state of the same round of a flow recorded it) is
-// ALREADY_CONSUMED, as is a state consumed with no outcome to give.
+// IN_PROGRESS. A state consumed with no outcome to give, a fork of the
+// state whose open claimed its round, or an outcome that does not open
+// for o is ALREADY_CONSUMED.
 func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened) (*sealerv1.OpenResponse, error) {
 	clear(o.Payload)
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.outcome")

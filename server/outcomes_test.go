@@ -9,6 +9,8 @@ import (
 	"time"
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
+	"github.com/mcp-sealer/sealer/internal/testredis"
+	"github.com/mcp-sealer/sealer/ledger/redis"
 	"github.com/mcp-sealer/sealer/server/internal/audit"
 	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
@@ -274,5 +276,85 @@ func TestOutcomes_RecordNeedsAConsumingState(t *testing.T) {
 	}
 	if r := record(s, sealPayment(t, s), []byte("x")); r != "INVALID_ARGUMENT" {
 		t.Errorf("record of a state never opened: got %s, want INVALID_ARGUMENT (no entry)", r)
+	}
+}
+
+// recordingServices are services over each ledger that keeps outcomes:
+// the embedded one, and a real Redis (skipped, or failed under CI, where
+// redis-server is missing).
+var recordingServices = []struct {
+	name string
+	new  func(t *testing.T) *service
+}{
+	{"embedded", outcomeService},
+	{"redis", func(t *testing.T) *service {
+		srv := testredis.Start(t, false)
+		l, err := redis.New(redis.Options{URL: srv.URL(), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		s := testService(t, l)
+		s.recorder = l
+		return s
+	}},
+}
+
+// TestOutcomes_R9_AForkNeverRecordsForTheRoundItsTwinOpened (issue 50):
+// F1 and F2 are two states of round 2 of one latest-only flow, which
+// opens one of them. F1 opens, recording; F2's Record, whose open never
+// claimed the round, is refused, and leaves the claim to F1: F1's Record
+// is kept and its retry gets it, and F2's open never gets F1's outcome
+// nor its own. The control, F1 of another flow alone, records and
+// replays.
+func TestOutcomes_R9_AForkNeverRecordsForTheRoundItsTwinOpened(t *testing.T) {
+	for _, b := range recordingServices {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.new(t)
+			open := func(state string) (*sealerv1.OpenResponse, string) {
+				return flowCall(context.Background(), s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: state, Principal: "alice", Request: toolCall(t, prodArgs, ""), RecordOutcome: true})
+			}
+			// round2 seals two states of round 2 of a new flow, whose
+			// round 1 opened.
+			round2 := func() (f1, f2 string) {
+				r1 := mustSealRound(t, s, flowReq("", true)).GetRequestState()
+				if _, r := open(r1); r != "OK" {
+					t.Fatalf("round 1: got %s, want OK", r)
+				}
+				return mustSealRound(t, s, flowReq(r1, true)).GetRequestState(), mustSealRound(t, s, flowReq(r1, true)).GetRequestState()
+			}
+
+			t.Run("control: F1 alone records and replays", func(t *testing.T) {
+				f1, _ := round2()
+				if resp, r := open(f1); r != "OK" || !resp.GetRecording() {
+					t.Fatalf("F1's open: got %s, recording %v; want OK, recording", r, resp.GetRecording())
+				}
+				if r := record(s, f1, []byte("REAL")); r != "OK" {
+					t.Fatalf("F1's record: got %s, want OK", r)
+				}
+				if resp, r := open(f1); r != "OK" || string(resp.GetOutcome().GetData()) != "REAL" {
+					t.Fatalf("F1's retry: got %s %q, want OK REAL", r, resp.GetOutcome().GetData())
+				}
+			})
+
+			t.Run("the fork F2 records for nothing", func(t *testing.T) {
+				f1, f2 := round2()
+				if resp, r := open(f1); r != "OK" || !resp.GetRecording() {
+					t.Fatalf("F1's open: got %s, recording %v; want OK, recording", r, resp.GetRecording())
+				}
+				if r := record(s, f2, []byte("FORK")); r != "ALREADY_CONSUMED" {
+					t.Errorf("F2's record, its open never claimed the round: got %s, want ALREADY_CONSUMED", r)
+				}
+				if r := record(s, f1, []byte("REAL")); r != "OK" {
+					t.Errorf("F1's record after F2's: got %s, want OK", r)
+				}
+				if resp, r := open(f1); r != "OK" || string(resp.GetOutcome().GetData()) != "REAL" {
+					t.Errorf("F1's retry: got %s %q, want OK REAL", r, resp.GetOutcome().GetData())
+				}
+				if resp, r := open(f2); r != "ALREADY_CONSUMED" || resp.GetOutcome() != nil {
+					t.Errorf("F2's open: got %s %q, want ALREADY_CONSUMED and no outcome", r, resp.GetOutcome().GetData())
+				}
+			})
+		})
 	}
 }
