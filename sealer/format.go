@@ -19,6 +19,9 @@ const (
 	FlowVersion = 2
 	// MaxPayload is the largest payload a state carries: 64 KiB.
 	MaxPayload = 64 << 10
+	// DefaultMaxState is the longest state a sealer seals by default:
+	// 65,536 characters, the cap SEP-2778 proposes for requestState.
+	DefaultMaxState = 1 << 16
 	// MaxPrincipal is the longest principal, in bytes: 1 KiB.
 	MaxPrincipal = 1 << 10
 	// DefaultSkew is the recommended clock skew to allow past a state's
@@ -56,6 +59,12 @@ const (
 const MaxState = (FlowOverhead+MaxPayload)/3*4 + ((FlowOverhead+MaxPayload)%3*8+5)/6
 
 const minState = Overhead/3*4 + (Overhead%3*8+5)/6
+
+// DefaultMaxPayload is the largest payload a sealer seals by default: the
+// largest whose state, with a flow, is at most DefaultMaxState characters
+// (49,152 bytes encoded, less FlowOverhead). A sealer may be set to seal up
+// to MaxPayload, whose states are longer (FORMAT.md, "Limits").
+const DefaultMaxPayload = DefaultMaxState/4*3 - FlowOverhead
 
 // b64 is the state alphabet: unpadded base64url, strict about trailing bits
 // so that every state has exactly one spelling (R8).

@@ -349,3 +349,30 @@ func TestClaims_R4_ExpiredNeverOverflows(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultMaxPayload (issue 50): the largest payload sealed by default
+// makes a state of at most 65,536 characters, with a flow or without, and
+// one byte more makes a longer one with a flow: the default is the largest
+// that fits.
+func TestDefaultMaxPayload(t *testing.T) {
+	ring := testRing(t, 1)
+	plain := testClaims(t)
+	flowing := testClaims(t)
+	flowing.Flow = &sealer.Flow{ID: sealer.NewFlow(t0.Add(time.Hour)).ID, Round: 3, Deadline: t0.Add(time.Hour), LatestOnly: true}
+	for _, tc := range []struct {
+		name    string
+		c       sealer.Claims
+		payload int
+		fits    bool
+	}{
+		{"no flow, the default", plain, sealer.DefaultMaxPayload, true},
+		{"a flow, the default", flowing, sealer.DefaultMaxPayload, true},
+		{"a flow, one byte more", flowing, sealer.DefaultMaxPayload + 1, false},
+		{"a flow, MaxPayload", flowing, sealer.MaxPayload, false},
+	} {
+		state := seal(t, ring, tc.c, make([]byte, tc.payload))
+		if fits := len(state) <= sealer.DefaultMaxState; fits != tc.fits {
+			t.Errorf("%s: a payload of %d bytes sealed to %d characters; want within %d: %v", tc.name, tc.payload, len(state), sealer.DefaultMaxState, tc.fits)
+		}
+	}
+}

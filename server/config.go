@@ -85,6 +85,10 @@ type Config struct {
 	// MaxFlowTTL). MaxRounds is the most rounds of one flow.
 	FlowTTL   time.Duration
 	MaxRounds int
+	// MaxPayload is the largest payload sealed where a tenant's policy is
+	// silent: sealer.DefaultMaxPayload, so that states stay within 65,536
+	// characters; at most sealer.MaxPayload (FORMAT.md, "Limits").
+	MaxPayload int
 	// OutcomeLimit is the largest outcome Record keeps (README, "Recorded
 	// outcomes"), at most sealer.MaxOutcome; 0 keeps none: opens then
 	// never claim for an outcome, and Record is refused.
@@ -145,6 +149,7 @@ func Defaults() Config {
 		ClockCheck:    true,
 		FlowTTL:       15 * time.Minute,
 		MaxRounds:     16,
+		MaxPayload:    sealer.DefaultMaxPayload,
 		OutcomeLimit:  64 << 10,
 		OutcomeWait:   30 * time.Second,
 		ShutdownDelay: 5 * time.Second,
@@ -210,6 +215,9 @@ func (c *Config) Validate() error {
 	if c.MaxRounds < 1 || c.MaxRounds > MaxRounds {
 		errs = append(errs, fmt.Errorf("max-rounds %d: want 1 to %d", c.MaxRounds, MaxRounds))
 	}
+	if c.MaxPayload < 1 || c.MaxPayload > sealer.MaxPayload {
+		errs = append(errs, fmt.Errorf("max-payload %d: want 1 to %d bytes", c.MaxPayload, sealer.MaxPayload))
+	}
 	if c.OutcomeLimit < 0 || c.OutcomeLimit > sealer.MaxOutcome {
 		errs = append(errs, fmt.Errorf("outcome-limit %d: want 0 (keep none) to %d bytes", c.OutcomeLimit, sealer.MaxOutcome))
 	}
@@ -248,5 +256,6 @@ func (c *Config) activation() time.Duration {
 // tenantBounds is the server's policy as the tenants take it.
 func (c Config) tenantBounds() tenant.Bounds {
 	return tenant.Bounds{MinTTL: c.MinTTL, DefaultTTL: c.DefaultTTL, MaxTTL: c.MaxTTL,
-		FlowTTL: c.FlowTTL, MaxFlowTTL: MaxFlowTTL, DefaultRounds: c.MaxRounds, MaxRounds: MaxRounds}
+		FlowTTL: c.FlowTTL, MaxFlowTTL: MaxFlowTTL, DefaultRounds: c.MaxRounds, MaxRounds: MaxRounds,
+		MaxPayload: c.MaxPayload}
 }

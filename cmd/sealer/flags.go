@@ -55,6 +55,7 @@ func defineServeFlags(fs *flag.FlagSet, cfg *server.Config) (logFormat, logLevel
 	fs.DurationVar(&cfg.DefaultTTL, "default-ttl", cfg.DefaultTTL, "life of a state sealed without a ttl")
 	fs.DurationVar(&cfg.FlowTTL, "flow-ttl", cfg.FlowTTL, "life of a flow (a multi-round request) from its first round; no state of it opens after that")
 	fs.IntVar(&cfg.MaxRounds, "max-rounds", cfg.MaxRounds, "most rounds of one flow")
+	fs.IntVar(&cfg.MaxPayload, "max-payload", cfg.MaxPayload, "largest payload sealed where a tenant's policy is silent, in bytes (the default keeps states within 65,536 characters; at most 65536)")
 	fs.IntVar(&cfg.OutcomeLimit, "outcome-limit", cfg.OutcomeLimit, "largest recorded outcome kept for retries of a consumed state, in bytes (0: keep none; at most 1 MiB)")
 	fs.DurationVar(&cfg.OutcomeWait, "outcome-wait", cfg.OutcomeWait, "how long after a recording open a retry of its state waits for the outcome; after it, with none recorded, the retry is refused")
 	fs.DurationVar(&cfg.MinTTL, "min-ttl", cfg.MinTTL, "shortest ttl accepted")
@@ -81,7 +82,7 @@ var serveGroups = []struct {
 		"vault-auth", "vault-auth-mount", "vault-token-file", "vault-role-id-file", "vault-secret-id-file",
 		"vault-kubernetes-role", "vault-kubernetes-token-file", "vault-transit-mount", "vault-transit-key", "vault-transit-previous-key", "vault-kv-mount", "vault-kv-path"}},
 	{"One-time ledger", []string{"ledger", "ledger-timeout", "ledger-password-file", "ledger-ca-file", "ledger-replicas", "sweep-interval"}},
-	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "clock-check", "flow-ttl", "max-rounds", "outcome-limit", "outcome-wait"}},
+	{"States", []string{"default-ttl", "min-ttl", "max-ttl", "skew", "clock-check", "flow-ttl", "max-rounds", "max-payload", "outcome-limit", "outcome-wait"}},
 	{"Probes and shutdown", []string{"ready-requires-ledger", "shutdown-delay", "shutdown-grace"}},
 	{"Logs and debugging", []string{"log-format", "log-level", "audit-log", "pprof-addr"}},
 }

@@ -79,6 +79,9 @@ type Bounds struct {
 	// DefaultRounds is a flow's rounds where the tenant's policy is
 	// silent (--max-rounds); MaxRounds the most a policy may set.
 	DefaultRounds, MaxRounds int
+	// MaxPayload is a tenant's largest payload where its policy is silent
+	// (--max-payload), at most sealer.MaxPayload.
+	MaxPayload int
 }
 
 // A Set is an immutable tenant configuration, swapped whole on reload.
@@ -97,7 +100,7 @@ var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // "default", no authentication (loopback or --insecure only), the
 // server's policy.
 func Single(b Bounds) *Set {
-	t := &Tenant{Name: defaultName, DefaultTTL: b.DefaultTTL, MaxTTL: b.MaxTTL, MaxPayload: sealer.MaxPayload, OneTime: OneTimeAllowed,
+	t := &Tenant{Name: defaultName, DefaultTTL: b.DefaultTTL, MaxTTL: b.MaxTTL, MaxPayload: b.MaxPayload, OneTime: OneTimeAllowed,
 		FlowTTL: b.FlowTTL, MaxRounds: uint32(b.DefaultRounds)}
 	t.Limiter = NewLimiter(t)
 	return &Set{implicit: t, all: map[string]*Tenant{t.Name: t}}
@@ -134,7 +137,7 @@ func Load(path string, b Bounds, clientCA bool) (*Set, error) {
 			MaxPayload: p.MaxPayload, OneTime: p.OneTime, RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxConcurrent: p.MaxConcurrent,
 			FlowTTL: cmp.Or(p.FlowTTL, b.FlowTTL), MaxRounds: uint32(cmp.Or(p.MaxRounds, b.DefaultRounds))}
 		if t.MaxPayload == 0 {
-			t.MaxPayload = sealer.MaxPayload
+			t.MaxPayload = b.MaxPayload
 		}
 		if t.OneTime == "" {
 			t.OneTime = OneTimeAllowed

@@ -7,11 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // testBounds are the server's defaults (server.Defaults).
 var testBounds = Bounds{MinTTL: time.Second, DefaultTTL: 5 * time.Minute, MaxTTL: time.Hour,
-	FlowTTL: 15 * time.Minute, MaxFlowTTL: 24 * time.Hour, DefaultRounds: 16, MaxRounds: 1000}
+	FlowTTL: 15 * time.Minute, MaxFlowTTL: 24 * time.Hour, DefaultRounds: 16, MaxRounds: 1000,
+	MaxPayload: sealer.DefaultMaxPayload}
 
 func TestLoadTenants(t *testing.T) {
 	h := "sha256:" + strings.Repeat("ab", 32)
@@ -88,5 +91,29 @@ func TestLimiter(t *testing.T) {
 		t.Fatalf("no limits: %v", err)
 	} else {
 		leave()
+	}
+}
+
+// TestMaxPayload_DefaultKeepsStatesShort (issue 50): a tenant whose policy
+// is silent, and the one tenant without a tenants file, seal at most the
+// server's --max-payload; a policy may raise it to sealer.MaxPayload.
+func TestMaxPayload_DefaultKeepsStatesShort(t *testing.T) {
+	if got := Single(testBounds).implicit.MaxPayload; got != sealer.DefaultMaxPayload {
+		t.Errorf("the single tenant: maxPayload %d, want %d", got, sealer.DefaultMaxPayload)
+	}
+	h := strings.Repeat("ab", 32)
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	file := "tenants:\n  quiet:\n    tokens: [sha256:" + h + "]\n  large:\n    tokens: [sha256:" + strings.Repeat("cd", 32) + "]\n    policy: {maxPayload: 65536}\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Load(path, testBounds, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"quiet": sealer.DefaultMaxPayload, "large": sealer.MaxPayload} {
+		if got := set.all[name].MaxPayload; got != want {
+			t.Errorf("tenant %s: maxPayload %d, want %d", name, got, want)
+		}
 	}
 }
