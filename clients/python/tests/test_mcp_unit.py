@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -92,15 +93,21 @@ def tools_server() -> Server[Any]:
     return Server("tools", on_call_tool=call_tool)
 
 
+# signed_in's subject when none is given: the client id.
+_CLIENT_ID: Any = object()
+
+
 @contextmanager
-def signed_in(client_id: str | None) -> Iterator[None]:
-    """The SDK's own auth context, as its AuthContextMiddleware sets it (None: unauthenticated)."""
-    user = None if client_id is None else AuthenticatedUser(AccessToken(token="t", client_id=client_id, subject=client_id, scopes=[]))  # noqa: S106
-    token = auth_context_var.set(user)
+def signed_in(client_id: str | None, *, token: str = "t", subject: str | None = _CLIENT_ID) -> Iterator[None]:  # noqa: S107
+    """The SDK's own auth context, as its AuthContextMiddleware sets it (None:
+    unauthenticated); the token's subject is its client id unless given."""
+    sub = client_id if subject is _CLIENT_ID else subject
+    user = None if client_id is None else AuthenticatedUser(AccessToken(token=token, client_id=client_id, subject=sub, scopes=[]))
+    reset = auth_context_var.set(user)
     try:
         yield
     finally:
-        auth_context_var.reset(token)
+        auth_context_var.reset(reset)
 
 
 async def two_rounds(mw: SealedRequestState, sealer: MemorySealer) -> str:
@@ -178,6 +185,47 @@ async def test_sdk_auth_binds_the_authenticated_identity(kind: str) -> None:
             await mw(ctx(tools_call(CONFIRM, state)), ask_again)
         assert e.value.code == -32602
     assert sealer.calls == []
+
+
+# Issue 50: a verified token without a subject is bound to itself, never to
+# the OAuth client id that every user of the client shares.
+
+# "token:" and the hex SHA-256 of "alice-token", as the TypeScript codec's
+# fromAuthInfo gives it (clients/typescript/test/principal.test.mjs).
+ALICE_TOKEN_PRINCIPAL = "token:9c220f200955d76c0a38d308225e0ef10c5f971acaf2f8d1d8f732affa5bd1dc"  # noqa: S105
+
+
+@pytest.mark.parametrize("kind", list(servers_with_sdk_auth()))
+async def test_sdk_auth_without_subject_binds_the_token(kind: str) -> None:
+    sealer = MemorySealer()
+    mw = sealed_request_state(servers_with_sdk_auth()[kind](), sealer)
+    with signed_in("app", token="alice-token", subject=None):  # noqa: S106
+        state = await two_rounds(mw, sealer)
+    assert sealer.calls == [("seal", ALICE_TOKEN_PRINCIPAL), ("open", ALICE_TOKEN_PRINCIPAL), ("seal", ALICE_TOKEN_PRINCIPAL)]
+    # Bob, a user of the same OAuth client, presents alice's state: refused.
+    with signed_in("app", token="bob-token", subject=None), pytest.raises(MCPError) as e:  # noqa: S106
+        await mw(ctx(tools_call(CONFIRM, state)), ask_again)
+    assert e.value.code == -32602
+    assert sealer.calls[-1] == ("open", "token:" + hashlib.sha256(b"bob-token").hexdigest())
+    # The same token on its retry: the same principal.
+    with signed_in("app", token="alice-token", subject=None):  # noqa: S106
+        await mw(ctx(tools_call(CONFIRM, state)), ask_again)
+
+
+def test_from_access_token() -> None:
+    c = ctx(tools_call())
+    cases: list[tuple[str, dict[str, Any], str | None]] = [
+        ("no token", {"client_id": None}, None),
+        ("a subject: the SDK's client, issuer and subject", {"client_id": "app", "subject": "alice"}, '["app",null,"alice"]'),
+        ("no subject: the token's hash", {"client_id": "app", "token": "alice-token", "subject": None}, ALICE_TOKEN_PRINCIPAL),
+        ("an empty subject is none", {"client_id": "app", "token": "alice-token", "subject": ""}, ALICE_TOKEN_PRINCIPAL),
+    ]
+    for name, signed, want in cases:
+        with signed_in(**signed):
+            got = sealer_mcp.from_access_token(c)
+        assert got == want, f"{name}: got {got}, want {want}"
+    with signed_in("app", token="", subject=None), pytest.raises(ValueError, match="neither"):
+        sealer_mcp.from_access_token(c)
 
 
 async def test_allow_anonymous_is_a_principal_no_function_returns() -> None:
@@ -305,3 +353,4 @@ async def test_malformed_retry_never_opens(malformed: str, installed: bool) -> N
     assert sealer.calls == [], "a malformed retry reached the sealer"
     await mw(ctx(tools_call(CONFIRM, r1["requestState"])), ask_again)
     assert [c for c, _ in sealer.calls] == ["open", "seal"]
+

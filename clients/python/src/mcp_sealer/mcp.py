@@ -6,8 +6,9 @@
 takes the place of the SDK's ``RequestStateBoundary`` in the server's
 middleware. It binds every state to the caller's principal, which it never
 guesses: the SDK's authenticated identity on a server with the SDK's own
-auth, else what ``principal=`` returns, else (``allow_anonymous=True``)
-``ANONYMOUS`` for all; with none of these it refuses to install.
+auth (``from_access_token``: never the OAuth client alone), else what
+``principal=`` returns, else (``allow_anonymous=True``) ``ANONYMOUS`` for
+all; with none of these it refuses to install.
 
 Handlers keep the SDK's idiom: they return
 ``InputRequiredResult(input_requests=..., request_state="...")`` and read
@@ -73,11 +74,13 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import hashlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
@@ -102,6 +105,7 @@ __all__ = [
     "SEALER_UNAVAILABLE",
     "SealedRequestState",
     "SealerUnready",
+    "from_access_token",
     "sealed_request_state",
 ]
 
@@ -134,6 +138,30 @@ _NO_PRINCIPAL = (
 
 Principal = Callable[[ServerRequestContext[Any, Any]], "str | Awaitable[str | None] | None"]
 T = TypeVar("T")
+
+
+def from_access_token(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The principal function of the SDK's own authentication, the default
+    there: the access token the SDK verified for the request, or None when
+    it came without one (over stdio, say).
+
+    A token whose verifier set a ``subject`` is the SDK's
+    ``authenticated_principal`` (its client, issuer and subject). A token
+    without one (client credentials, many introspection setups) is
+    ``"token:"`` and the hex SHA-256 of the token, as the TypeScript codec's
+    ``fromAuthInfo``: never its client id alone, which every user of one
+    OAuth client shares, so that one of them could open another's state.
+    Such a state does not open under a refreshed token; a principal function
+    of your own can bind a stabler identity the verifier returns."""
+    token = get_access_token()
+    if token is None:
+        return None
+    if token.subject:
+        return authenticated_principal(ctx)
+    if not token.token:
+        # Nothing names the caller: refused (a raising principal function fails closed).
+        raise ValueError("the verified access token has neither a subject nor a token")
+    return "token:" + hashlib.sha256(token.token.encode("utf-8")).hexdigest()
 
 
 @dataclasses.dataclass
@@ -246,7 +274,7 @@ class SealedRequestState:
     that starts with ``RESERVED_PREFIX`` is refused. An unauthenticated caller
     is refused unless ``allow_anonymous``, which makes every such caller
     ``ANONYMOUS``. Without ``principal`` (only with ``allow_anonymous``, else
-    ValueError) the SDK's ``authenticated_principal`` is asked.
+    ValueError) ``from_access_token`` is asked.
 
     ``deadline`` (seconds) bounds each seal, each open and each record, every
     attempt and backoff included: a hung sealer costs a request at most that
@@ -284,7 +312,7 @@ class SealedRequestState:
         if not deadline > 0:
             raise ValueError("deadline must be a positive number of seconds")
         self.sealer = sealer
-        self._principal: Principal = principal if principal is not None else authenticated_principal
+        self._principal: Principal = principal if principal is not None else from_access_token
         self._allow_anonymous = allow_anonymous
         self._ttl = ttl_seconds
         self._one_time = one_time
@@ -623,10 +651,10 @@ def sealed_request_state(server: object, sealer: SealerClient, **options: Any) -
     Who the caller is must be decided: ``principal=``, or a server with the
     SDK's own authentication (``MCPServer`` with ``token_verifier`` and
     ``auth``, ``FastMCP`` with ``auth``), whose authenticated identity is
-    then the principal, or ``allow_anonymous=True``. Otherwise it raises
-    ValueError and installs nothing."""
+    then the principal (``from_access_token``), or ``allow_anonymous=True``.
+    Otherwise it raises ValueError and installs nothing."""
     if options.get("principal") is None and _sdk_authenticates(server):
-        options["principal"] = authenticated_principal
+        options["principal"] = from_access_token
     mw = SealedRequestState(sealer, **options)
     mw._server = _lowlevel_of(server)
     if mw._server is not None:
@@ -667,7 +695,7 @@ def _wrap_lifespan(lowlevel: Server[Any], mw: SealedRequestState) -> None:
 def _sdk_authenticates(server: object) -> bool:
     """Whether server has the SDK's own authentication configured, which
     requires a bearer token on its HTTP transport and puts the verified
-    identity where ``authenticated_principal`` reads it. The low-level
+    identity where ``from_access_token`` reads it. The low-level
     ``Server`` takes its auth only when its app is built: never judged so."""
     if isinstance(server, MCPServer):
         return server.settings.auth is not None
