@@ -103,13 +103,14 @@ export interface SealedRequestStateOptions {
   /**
    * Who the request comes from, from the handler's context: fromAuthInfo
    * for the SDK's bearer authentication, or a function of your own (auth
-   * outside the SDK: an API-key middleware, a session). It returns the
-   * caller's principal, never "" nor under RESERVED_PREFIX, or undefined
-   * for a caller it does not name, who is refused unless anonymous is
-   * true. Required unless anonymous is true, which defaults it to
+   * outside the SDK: an API-key middleware, a session), which may be async.
+   * It returns (or resolves to) the caller's principal, never "" nor under
+   * RESERVED_PREFIX, or undefined for a caller it does not name, who is
+   * refused unless anonymous is true; one that throws or rejects refuses
+   * the request. Required unless anonymous is true, which defaults it to
    * fromAuthInfo: the codec is not made without one or the other.
    */
-  principal?: (ctx: ServerContext) => string | undefined;
+  principal?: (ctx: ServerContext) => string | undefined | Promise<string | undefined>;
   /**
    * Serve callers without a principal (the principal function returned
    * undefined; for fromAuthInfo, no authInfo) as ANONYMOUS, all alike: any
@@ -320,8 +321,8 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       // a hook that throws changes nothing of the answer
     }
   };
-  const who = (ctx: ServerContext): string => {
-    const p: unknown = principalOf(ctx);
+  const who = async (ctx: ServerContext): Promise<string> => {
+    const p: unknown = await principalOf(ctx);
     if (p === undefined || p === null) {
       if (anonymous) return ANONYMOUS;
       throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: the caller is not authenticated, and the codec serves no anonymous callers (anonymous: true)");
@@ -338,7 +339,7 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
   const mint = async (payload: T, ctx?: ServerContext, mo?: MintOptions): Promise<string> => {
     if (!ctx) throw new TypeError("sealedRequestState.mint needs the handler's context");
     const request = requestOf(ctx);
-    const principal = who(ctx);
+    const principal = await who(ctx);
     const ttl = mo?.ttlSeconds ?? opts.ttlSeconds;
     let flow: FlowRequest | undefined;
     if (flows) {
@@ -387,7 +388,7 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
     async verify(state: string, ctx: ServerContext): Promise<T> {
       const request = requestOf(ctx);
       const responded = inputKeys(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined);
-      const principal = who(ctx);
+      const principal = await who(ctx);
       const req = ctx.http!.req!;
       const method = ctx.mcpReq.method;
       // Only the state the client sent is recorded, or answered otherwise

@@ -115,3 +115,36 @@ test("a principal function's own principals pass as they are", async () => {
   const got = await principalOf(sealedRequestState({ sealer, principal: () => "" }), sealer, alice);
   assert.ok(got instanceof SealerError && /no principal/.test(got.message), `got ${got}`);
 });
+
+test("fromAuthInfo is token: and the hex SHA-256 of the token, as the Python middleware's from_access_token", async () => {
+  const sealer = fake();
+  const got = await principalOf(sealedRequestState({ sealer, principal: mcp.fromAuthInfo }), sealer, alice);
+  assert.equal(got, "token:9c220f200955d76c0a38d308225e0ef10c5f971acaf2f8d1d8f732affa5bd1dc");
+});
+
+// Issue 50: a principal function may be async (a session store, a token
+// introspection): its promise is awaited, and what it resolves to is judged
+// as a returned value; a rejection refuses the request.
+test("an async principal function is awaited", async () => {
+  const failures = [];
+  const cases = [
+    // [principal function, anonymous, want: a principal, or a RegExp of the refusal]
+    [async (c) => `user:${c.http?.authInfo?.clientId}:${c.http?.authInfo?.token}`, false, "user:app:alice-token"],
+    [(c) => Promise.resolve(c.http?.authInfo?.token), false, "alice-token"],
+    [async () => undefined, false, /anonymous/],
+    [async () => undefined, true, mcp.ANONYMOUS],
+    [async () => "", false, /no principal/],
+    [async () => mcp.ANONYMOUS, true, /reserved/],
+    [async () => 7, false, /no principal/],
+    [async () => {
+      throw new Error("session store down");
+    }, true, /session store down/],
+  ];
+  for (const [principal, anonymous, want] of cases) {
+    const sealer = fake();
+    const got = await principalOf(sealedRequestState({ sealer, principal, anonymous }), sealer, alice);
+    const ok = want instanceof RegExp ? got instanceof Error && want.test(got.message) : got === want;
+    if (!ok) failures.push(`${principal} (anonymous ${anonymous}): got ${got}, want ${want}`);
+  }
+  assert.deepEqual(failures, []);
+});
