@@ -10,11 +10,13 @@ clients/typescript/test/vectors.test.mjs does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import re
 import sys
+import unicodedata
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -149,11 +151,30 @@ def test_constants_and_salient_params() -> None:
         ("tools/call", "nam", False),
         ("tools/call", "n\u0430me", False),  # Cyrillic a: no case mapping takes it to a
         ("tools/call", "namE\u0301", False),
-        ("tools/call", "argumen\ufb06", False),  # U+FB06's full upper case is ST, its simple one itself
+        ("tools/call", "argumen\ufb06", False),  # U+FB06 is st under NFKC: argumenst
         ("tools/call", "URI", False),  # not salient for tools/call
         ("resources/read", "Arguments", False),  # resources/read has no arguments
         ("resources/read", "NAME", False),
         ("resources/read", "ur\u0131\u0307", False),
+        # Look-alikes under NFKC and full case folding (issue 50).
+        ("tools/call", "\uff41\uff52\uff47\uff55\uff4d\uff45\uff4e\uff54\uff53", True),  # fullwidth arguments
+        ("tools/call", "\uff4e\uff41\uff4d\uff45", True),  # fullwidth name
+        ("prompts/get", "\uff2e\uff21\uff2d\uff25", True),  # fullwidth NAME
+        ("tools/call", "\uff41rguments", True),  # one fullwidth letter
+        ("tools/call", "\u3381me", True),  # U+3381, the square nA: NFKC nA
+        ("tools/call", "\u2115ame", True),  # U+2115, double-struck N
+        ("tools/call", "\U0001d41arguments", True),  # mathematical bold a
+        ("resources/read", "\u24e4\u24e1\u24d8", True),  # circled uri
+        ("resources/read", "ur\u2170", True),  # U+2170, small roman numeral one
+        ("resources/read", "\uff55\uff52\u0131", True),  # fullwidth, then dotless i: both foldings at once
+        ("resources/read", "\uff55\uff52\u0130", True),  # fullwidth, then dotted capital I
+        ("resources/read", "ur\U0001d6a4", True),  # mathematical italic dotless i: NFKC takes it to U+0131
+        ("tools/call", "argument\u00df", False),  # ß folds to ss: argumentss
+        ("tools/call", "\uff4e\uff41\uff4d\uff45\uff53", False),  # fullwidth names
+        ("tools/call", "name\u0301", False),  # NFKC composes it: namé
+        ("tools/call", "\uff55\uff52\uff49", False),  # fullwidth uri: not salient for tools/call
+        ("tools/call", "name\u200b", False),  # a zero width space: NFKC keeps it
+        ("resources/read", "UR\u0130\u0307", False),  # longer than uri: i U+0307 once folded
     ],
 )
 def test_check_param_name(method: str, name: str, refused: bool) -> None:
@@ -174,25 +195,28 @@ def test_check_param_name_refuses_other_methods() -> None:
     assert info.value.reason == Reason.INVALID_ARGUMENT
 
 
-def test_case_variants_are_format_md_list() -> None:
-    """The code points that stand for a salient letter are FORMAT.md's and no others.
+def test_look_alikes_are_format_md_list_and_the_fold() -> None:
+    """The code points that stand for a salient letter are FORMAT.md's case
+    variants and those that NFKC and full case folding take to it, and no others.
 
     Every code point of Latin-1 and the Latin extensions is tried in every
     place of every salient name, and so is every code point that any of
-    Python's (full) case mappings takes to a string with an ASCII letter in
-    it: a superset of those that the simple mappings take onto one.
+    Python's (full) case mappings, NFKC, or NFKC then upper case takes to a
+    string with an ASCII letter in it.
     """
+    nfkc = functools.partial(unicodedata.normalize, "NFKC")
     candidates = set(range(0x250))
     for cp in range(0x110000):
         if not 0xD800 <= cp <= 0xDFFF:
             r = chr(cp)
-            if re.search("[A-Za-z]", r.lower() + r.upper() + r.casefold()):
+            if re.search("[A-Za-z]", r.lower() + r.upper() + r.casefold() + nfkc(r) + nfkc(r).upper()):
                 candidates.add(cp)
-    assert {0x130, 0x131, 0x17F, 0x212A, 0xFB06} <= candidates
-    extra = {"s": {"\u017f"}, "i": {"\u0130", "\u0131"}}
+    assert {0x130, 0x131, 0x17F, 0x212A, 0xFB06, 0xFF41, 0x3381, 0x1D6A4} <= candidates
+    # U+0130 and U+0131 are i under Go's simple mappings, and U+1D6A4 is U+0131 under NFKC.
+    extra = {"s": {"\u017f"}, "i": {"\u0130", "\u0131", "\U0001d6a4"}}
     for method, want in (("tools/call", "name"), ("tools/call", "arguments"), ("resources/read", "uri")):
         for at, c in enumerate(want):
-            allowed = {c, c.upper(), *extra.get(c, set())}
+            allowed = {c, c.upper(), *extra.get(c, set())} | {chr(cp) for cp in candidates if nfkc(nfkc(chr(cp)).casefold()) == c}
             for cp in sorted(candidates):
                 name = want[:at] + chr(cp) + want[at + 1 :]
                 try:
@@ -201,6 +225,15 @@ def test_case_variants_are_format_md_list() -> None:
                 except SealerError:
                     got = True
                 assert got == (chr(cp) in allowed and name != want), (want, at, hex(cp))
+
+
+def test_long_names_are_never_folded() -> None:
+    """A name longer than a salient one folds to no ASCII name as short, so
+    it is not normalized: NFKC's cost grows with the square of a run of
+    combining marks, and folding this one would take about 40 s."""
+    name = "name" + "\u0301\u0316" * 100_000
+    check_param_name("tools/call", name)
+    request_digest("tools/call", {"name": "x", name: 1})
 
 
 OK_ARGUMENTS = [

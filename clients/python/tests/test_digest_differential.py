@@ -276,13 +276,18 @@ target = st.one_of(
     rarely(8, sometimes_lone(text, 1), st.sampled_from(["", 7, None, [], MISSING, True])),
 )
 
-# Members besides the salient ones: the ignored ones, and names that differ
-# from a salient one only in case (refused where that name is salient).
+# Members besides the salient ones: the ignored ones, and look-alikes of a
+# salient name, in case or under NFKC and case folding (refused where that
+# name is salient).
 CASE_NAMES = [
     "Name", "NAME", "nAME", "namE", "Arguments", "ARGUMENTS", "argument\u017f", "ARGUMENT\u017f", "URI", "Uri",
     "ur\u0131", "ur\u0130", "UR\u0131", "uR\u0130",
+    "\uff41\uff52\uff47\uff55\uff4d\uff45\uff4e\uff54\uff53", "\uff4e\uff41\uff4d\uff45", "\u3381me", "\uff55\uff52\u0131", "ur\U0001d6a4",
 ]  # fmt: skip
-NOT_CASE_NAMES = ["_meta", "inputResponses", "requestState", "n\u0430me", "argumen\ufb06", "name\u0301", "\u212a", "\u017f", "names"]
+NOT_CASE_NAMES = [
+    "_meta", "inputResponses", "requestState", "n\u0430me", "argumen\ufb06", "name\u0301", "\u212a", "\u017f", "names",
+    "argument\u00df", "\uff4e\uff41\uff4d\uff45\uff53",
+]  # fmt: skip
 ignored_leaf = st.one_of(leaf_ok, numbers_beyond)
 ignored_value = st.one_of(containers(ignored_leaf, text), deep)
 extra_members = st.dictionaries(

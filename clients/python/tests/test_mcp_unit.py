@@ -354,3 +354,36 @@ async def test_malformed_retry_never_opens(malformed: str, installed: bool) -> N
     await mw(ctx(tools_call(CONFIRM, r1["requestState"])), ask_again)
     assert [c for c, _ in sealer.calls] == ["open", "seal"]
 
+
+# The MRTR members by their Python names (FastMCP's pydantic reads them),
+# and their look-alikes under the digest's rule for salient names.
+
+
+@pytest.mark.parametrize(
+    ("member", "refused"),
+    [
+        ("request_state", True),
+        ("input_responses", True),
+        ("REQUEST_STATE", True),
+        ("Input_Responses", True),
+        ("request_\u017ftate", True),  # U+017F, long s
+        ("\uff52\uff45\uff51\uff55\uff45\uff53\uff54\uff3f\uff53\uff54\uff41\uff54\uff45", True),  # fullwidth
+        ("request_\ufb06ate", True),  # U+FB06, the ligature st
+        ("request-state", False),
+        ("request_states", False),
+        ("requestState", False),
+        ("_meta", False),
+    ],
+)
+async def test_python_named_members_and_look_alikes_refused(member: str, refused: bool) -> None:
+    sealer = MemorySealer()
+    mw = sealed_request_state(tools_server(), sealer, principal=lambda _: "alice")
+    params = {**tools_call(), member: None}
+    if refused:
+        with pytest.raises(MCPError) as e:
+            await mw(ctx(params), ask_again)
+        assert e.value.code == -32602
+        assert sealer.calls == [], f"the sealer was called with {sealer.calls}"
+    else:
+        await mw(ctx(params), ask_again)
+        assert sealer.calls == [("seal", "alice")]

@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 from typing import Any, cast
 
 import rfc8785
@@ -97,29 +98,58 @@ def salient_params(method: str) -> tuple[str, ...] | None:
 
 
 def check_param_name(method: str, name: str) -> None:
-    """Refuses a params member whose name differs from a salient one only in case: "NAME", "Arguments", "uri" with U+0131.
+    """Refuses a params member whose name is a look-alike of a salient one:
+    "NAME", "Arguments", "uri" with U+0131, "arguments" in fullwidth letters.
 
     The digest ignores such a member, but a server that binds params
-    case-insensitively may act on it (FORMAT.md, step 3). Only the members of
-    params are checked, not those of objects inside them. Raises a
-    SealerError (INVALID_ARGUMENT), as for a method that cannot carry a
-    requestState.
+    case-insensitively, or through Unicode folding (``str.casefold``, NFKC),
+    may act on it (FORMAT.md, step 3). Only the members of params are
+    checked, not those of objects inside them. Raises a SealerError
+    (INVALID_ARGUMENT), as for a method that cannot carry a requestState.
     """
     fields = _fields(method)
     for want in fields:
-        if want and _case_variant(name, want):
+        if want and look_alike(name, want):
             raise invalid_argument(f"params member {_quote(name)} differs from {_quote(want)} only in case")
 
 
-def _case_variant(name: str, want: str) -> bool:
-    """Whether name, not want, matches want (ASCII lowercase) under simple folding, upper-casing or lower-casing."""
-    if name == want or len(name) != len(want):
-        return False  # case mappings keep the number of code points
+def look_alike(name: str, want: str) -> bool:
+    """Whether name, not want (an ASCII lowercase name), is read as want by a
+    decoder that matches names loosely: equal to it under simple folding,
+    upper-casing or lower-casing (the list of FORMAT.md, step 3), or once
+    folded (``_fold``: "arguments" in fullwidth letters, fullwidth "ur" and
+    U+0131), as mcpdigest.LookAlike."""
+    if name == want:
+        return False
+    if len(name) == len(want):  # case mappings keep the number of code points
 
-    def every(extra: dict[str, str]) -> bool:
-        return all(r == c or r == c.upper() or r == extra.get(c) for r, c in zip(name, want, strict=True))
+        def every(extra: dict[str, str]) -> bool:
+            return all(r == c or r == c.upper() or r == extra.get(c) for r, c in zip(name, want, strict=True))
 
-    return every(_FOLD) or every(_LOWER) or every(_UPPER)
+        if every(_FOLD) or every(_LOWER) or every(_UPPER):
+            return True
+    # An ASCII name folds to its lower case, which the rule above has judged.
+    # A longer name folds to no ASCII name as short: NFKC and case folding
+    # take every code point to one or more, and a composition makes a letter
+    # with its mark, never ASCII (U+0130 apart, taken to i first). Checked
+    # first, as NFKC's cost grows with the square of a run of combining marks.
+    return not name.isascii() and len(name) <= len(want) and _fold(name) == want
+
+
+# U+0130 and U+0131 (dotted capital I, dotless i), which Go's simple mappings
+# (ToLower, ToUpper) take to i but full case folding does not (U+0130 folds
+# to i U+0307, U+0131 to itself).
+_DOTTED_I = {0x130: "i", 0x131: "i"}
+
+
+def _fold(name: str) -> str:
+    """name as a decoder that folds names reads it: NFKC, full case folding
+    and NFKC again (fullwidth, ligatures and other compatibility forms, ß as
+    ss), U+0130 and U+0131 taken to i before and after. Where it yields an
+    ASCII name it agrees with mcpdigest.Fold, code point by code point
+    (Unicode versions apart)."""
+    folded = unicodedata.normalize("NFKC", name.translate(_DOTTED_I)).casefold()
+    return unicodedata.normalize("NFKC", folded).translate(_DOTTED_I)
 
 
 def request_digest(method: str, params: object) -> bytes:
@@ -129,7 +159,7 @@ def request_digest(method: str, params: object) -> bytes:
     requestState) have the same digest; a request with another method,
     target or arguments has another. Raises a SealerError (INVALID_ARGUMENT)
     for whatever the core refuses: another method, params that are not an
-    object, a case variant of a salient name, a target that is not a
+    object, a look-alike of a salient name, a target that is not a
     non-empty string, arguments that are not an object or None, arguments
     beyond MAX_DEPTH or MAX_VALUES, numbers beyond ±MAX_SAFE_INTEGER (send
     them as strings), and anything JSON cannot hold (NaN, infinities, lone

@@ -93,7 +93,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import _answers
 from ._client import Opened, Outcome, SealerClient, flow_after, input_keys
-from ._digest import request_digest
+from ._digest import look_alike, request_digest
 from ._errors import DEADLINE, Reason, SealerError
 
 __all__ = [
@@ -341,10 +341,12 @@ class SealedRequestState:
         # The MRTR members by their Python names: FastMCP reads the retry's
         # params again with pydantic, which takes field names as well as the
         # wire's, so a request_state there would reach ctx.request_state
-        # without ever being opened.
-        for name in _SHADOW_MEMBERS:
-            if name in params:
-                _reject(ctx.method, f"a params member {name!r}, the Python name of an MRTR member")
+        # without ever being opened. A look-alike of one (the digest's rule
+        # for salient names) is refused too, for a decoder that folds names.
+        for member in params:
+            for name in _SHADOW_MEMBERS:
+                if member == name or (isinstance(member, str) and look_alike(member, name)):
+                    _reject(ctx.method, f"a params member {member[:64]!r}, the Python name of an MRTR member or a look-alike of it")
         # The binding is taken before any handler runs: the state sealed at
         # the end binds the request as received, whatever a handler does to
         # the params it is given.
