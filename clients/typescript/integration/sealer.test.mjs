@@ -259,7 +259,7 @@ for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_GRPC"], ["RE
 
 // A generated params object: mostly what MCP clients send, with the edges
 // of RFC 8785 (number forms, UTF-16 key order, escapes, astral
-// characters), and now and then something the core refuses (case variants
+// characters), and now and then something the core refuses (look-alikes
 // of salient names, arguments that are not objects, numbers beyond
 // ±(2^53-1), nesting beyond 64 levels, targets that are not strings).
 function generator(seed) {
@@ -295,7 +295,13 @@ function generator(seed) {
     }
     if (rnd() < 0.2) params._meta = { progressToken: str(), n: number() };
     if (rnd() < 0.1) params.inputResponses = { k: { action: "accept" } };
-    if (rnd() < 0.04) params[pick(["Name", "NAME", "Arguments", "argumentſ", "URI", "urı", "URİ", "nAme", "\u212Aey"])] = "x";
+    if (rnd() < 0.04) {
+      // Case variants, and look-alikes under NFKC and case folding (fullwidth,
+      // the square nA, fullwidth then a dotless i), and names that fold to none.
+      const names = ["Name", "NAME", "Arguments", "argumentſ", "URI", "urı", "URİ", "nAme", "\u212Aey"];
+      names.push("\uff41\uff52\uff47\uff55\uff4d\uff45\uff4e\uff54\uff53", "\uff4e\uff41\uff4d\uff45", "\u3381me", "\uff55\uff52\u0131", "argument\u00df", "argumen\ufb06");
+      params[pick(names)] = "x";
+    }
     return { method, params };
   };
 }

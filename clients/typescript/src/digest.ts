@@ -44,17 +44,19 @@ export function salientParams(method: string): string[] | undefined {
 }
 
 /**
- * Refuses a params member whose name differs from a salient one only in case
- * ("NAME", "Arguments", "URI", "argumentſ"), as mcpdigest.CheckParamName does:
- * equal under Go's strings.EqualFold, or once upper-cased or lower-cased
- * rune by rune (which adds U+0130 and U+0131 for i). The digest ignores such
- * a member, but a server that binds params case-insensitively may act on it.
+ * Refuses a params member whose name is a look-alike of a salient one
+ * ("NAME", "Arguments", "URI", "argumentſ", "ａｒｇｕｍｅｎｔｓ"), as
+ * mcpdigest.CheckParamName does: equal under Go's strings.EqualFold, or once
+ * upper-cased or lower-cased rune by rune (which adds U+0130 and U+0131 for
+ * i), or once folded (NFKC and case folding). The digest ignores such a
+ * member, but a server that binds params case-insensitively, or through
+ * Unicode folding (Python's str.casefold, NFKC), may act on it.
  */
 export function checkParamName(method: string, name: string): void {
   const s = salient[method];
   if (!s) refuse(`unsupported method ${JSON.stringify(truncate(method))}`);
   for (const want of [s.target, s.args]) {
-    if (want && caseVariant(name, want)) {
+    if (want && lookAlike(name, want)) {
       refuse(`params member ${JSON.stringify(truncate(name))} differs from ${JSON.stringify(want)} only in case`);
     }
   }
@@ -66,15 +68,39 @@ const fold: Record<string, number> = { k: 0x212a, s: 0x17f };
 const lower: Record<string, number> = { i: 0x130, k: 0x212a };
 const upper: Record<string, number> = { i: 0x131, s: 0x17f };
 
-function caseVariant(name: string, want: string): boolean {
+// lookAlike reports whether name, not want (an ASCII lowercase name), is
+// read as want by a decoder that matches names loosely: a case variant
+// (FORMAT.md's list: want's letters, their ASCII upper case, ſ for s, İ and ı
+// for i), or equal to it once folded (folded).
+function lookAlike(name: string, want: string): boolean {
+  if (name === want) return false;
   const runes = [...name];
-  if (name === want || runes.length !== want.length) return false;
-  const all = (extra: Record<string, number>) =>
-    runes.every((r, i) => {
-      const c = want[i]!;
-      return r === c || r === c.toUpperCase() || r.codePointAt(0) === extra[c];
-    });
-  return all(fold) || all(lower) || all(upper);
+  if (runes.length === want.length) {
+    const all = (extra: Record<string, number>) =>
+      runes.every((r, i) => {
+        const c = want[i]!;
+        return r === c || r === c.toUpperCase() || r.codePointAt(0) === extra[c];
+      });
+    if (all(fold) || all(lower) || all(upper)) return true;
+  }
+  // An ASCII name folds to its lower case, which the rule above has judged.
+  // A longer name folds to no ASCII name as short: NFKC and case mappings
+  // take every code point to one or more, and a composition makes a letter
+  // with its mark, never ASCII (U+0130 apart, taken to i first). Checked
+  // first, as NFKC's cost grows with the square of a run of combining marks.
+  return runes.length <= want.length && !/^[\x00-\x7f]*$/.test(name) && folded(name) === want;
+}
+
+// folded is name as a decoder that folds names reads it, where that is an
+// ASCII name: NFKC, then case folding, then NFKC again (fullwidth, ligatures
+// and other compatibility forms). JavaScript has no case folding: upper case
+// then lower case stands for it, which maps to ASCII what full folding maps
+// there (ſ, K, the ligatures, ß to ss; not ẞ, in no salient name), and ı to
+// i too, as Go's simple mappings do. İ is taken to i first: its lower case
+// is i U+0307. Where it yields an ASCII name it agrees with mcpdigest.Fold
+// code point by code point, Unicode versions apart.
+function folded(name: string): string {
+  return name.replaceAll("\u0130", "i").normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC");
 }
 
 /** The 32-byte request digest of an MCP request from its method and its params object as received (decoded). */

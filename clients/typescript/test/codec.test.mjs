@@ -207,6 +207,61 @@ test("member names that differ from a salient one only in case are refused", () 
   assert.throws(() => checkParamName("tools/list", "name"), SealerError);
 });
 
+// Issue 50: look-alikes under NFKC and case folding, as mcpdigest.LookAlike
+// and the Python client's check_param_name refuse them (the same cases as
+// clients/python/tests/test_digest.py).
+test("member names that fold to a salient one are refused", () => {
+  const refused = [
+    ["tools/call", "\uff41\uff52\uff47\uff55\uff4d\uff45\uff4e\uff54\uff53"], // fullwidth arguments
+    ["tools/call", "\uff4e\uff41\uff4d\uff45"], // fullwidth name
+    ["prompts/get", "\uff2e\uff21\uff2d\uff25"], // fullwidth NAME
+    ["tools/call", "\uff41rguments"], // one fullwidth letter
+    ["tools/call", "\u3381me"], // U+3381, the square nA: NFKC nA
+    ["tools/call", "\u2115ame"], // U+2115, double-struck N
+    ["tools/call", "\u{1d41a}rguments"], // mathematical bold a
+    ["resources/read", "\u24e4\u24e1\u24d8"], // circled uri
+    ["resources/read", "ur\u2170"], // U+2170, small roman numeral one
+    ["resources/read", "\uff55\uff52\u0131"], // fullwidth, then dotless i: both foldings at once
+    ["resources/read", "\uff55\uff52\u0130"], // fullwidth, then dotted capital I
+    ["resources/read", "ur\u{1d6a4}"], // mathematical italic dotless i: NFKC takes it to U+0131
+  ];
+  const failures = [];
+  for (const [method, name] of refused) {
+    const target = method === "resources/read" ? "uri" : "name";
+    try {
+      checkParamName(method, name);
+      failures.push(`${method} ${JSON.stringify(name)}: got accepted, want refused`);
+    } catch (err) {
+      if (!(err instanceof SealerError && err.reason === Reason.INVALID_ARGUMENT)) failures.push(`${method} ${JSON.stringify(name)}: got ${err}`);
+    }
+    assert.throws(() => requestDigest(method, { [target]: "x", [name]: {} }), SealerError, `${method} ${JSON.stringify(name)} in params`);
+  }
+  const accepted = [
+    ["tools/call", "argumen\ufb06"], // U+FB06 is st under NFKC: argumenst
+    ["tools/call", "argument\u00df"], // ß folds to ss: argumentss
+    ["tools/call", "\uff4e\uff41\uff4d\uff45\uff53"], // fullwidth names
+    ["tools/call", "name\u0301"], // NFKC composes it: namé
+    ["tools/call", "n\u0430me"], // Cyrillic a: a homoglyph no folding takes to a
+    ["tools/call", "\uff55\uff52\uff49"], // fullwidth uri: not salient for tools/call
+    ["tools/call", "name"],
+    ["tools/call", "arguments"],
+    ["resources/read", "uri"],
+    ["tools/call", "name\u200b"], // a zero width space: NFKC keeps it
+    ["resources/read", "UR\u0130\u0307"], // longer than uri: i U+0307 once folded
+    // Longer than any salient name, so never normalized: NFKC's cost grows
+    // with the square of a run of combining marks (this one, about 10 s).
+    ["tools/call", "name" + "\u0301\u0316".repeat(100_000)],
+  ];
+  for (const [method, name] of accepted) {
+    try {
+      checkParamName(method, name);
+    } catch (err) {
+      failures.push(`${method} ${JSON.stringify(name)}: got ${err}, want accepted`);
+    }
+  }
+  assert.deepEqual(failures, []);
+});
+
 test("arguments JSON cannot hold are refused", () => {
   for (const args of [{ a: undefined }, { a: () => 1 }, { a: 1n }, { a: NaN }, { a: new Date(0) }, { a: "\ud800" }, [1]]) {
     assert.throws(() => requestDigest("tools/call", { name: "t", arguments: args }), SealerError);
