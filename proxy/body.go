@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,10 +14,10 @@ import (
 
 // readBody reads a request body within the proxy's bounds: at most
 // MaxRequestBytes (413), within BodyTimeout of its headers (408), and only
-// while the bodies held at once stay within MaxBufferedBytes (503). It
-// answers the request itself when it returns false; otherwise release
-// gives the body's reservation back, once the body is no longer held.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+// while its reservation in the budget fits (503). It answers the request
+// itself when it returns false; otherwise held is the body's reservation,
+// to be released once the body is no longer held.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, held *reservation, ok bool) {
 	size := int64(p.cfg.MaxRequestBytes) // unknown length: the most it may be
 	if r.ContentLength > size {
 		p.refuse(w, nil, "body_too_large", http.StatusRequestEntityTooLarge, errBodyTooLarge)
@@ -23,13 +26,11 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 	if r.ContentLength >= 0 {
 		size = r.ContentLength
 	}
-	if p.buffered.Add(size) > p.cfg.MaxBufferedBytes {
-		p.buffered.Add(-size)
+	held = p.buffered.reserve(kindRequest)
+	if !held.tryGrow(size) {
 		p.overloaded(w, "buffer")
 		return nil, nil, false
 	}
-	p.metrics.buffered.Add(float64(size))
-	release = func() { p.buffered.Add(-size); p.metrics.buffered.Sub(float64(size)) }
 
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(p.cfg.BodyTimeout))
@@ -40,6 +41,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 		_, err = io.ReadFull(in, body)
 	} else {
 		body, err = io.ReadAll(in)
+		held.resize(int64(cap(body))) // what it holds, no longer the most it might
 	}
 	rc.SetReadDeadline(time.Time{})
 	switch {
@@ -49,10 +51,104 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 	case err != nil:
 		p.refuse(w, nil, "body_too_large", http.StatusRequestEntityTooLarge, errBodyTooLarge)
 	default:
-		return body, release, true
+		return body, held, true
 	}
-	release()
+	held.release()
 	return nil, nil, false
+}
+
+// readAnswer reads the upstream's JSON answer whole, at most
+// MaxResponseBytes, reserving in held its bytes, and then the room that
+// working on n of them needs, before it holds them: all at once when the
+// upstream gave its length, else as the buffer grows. With no room in time
+// it returns errBufferFull.
+func (p *Proxy) readAnswer(ctx context.Context, resp *http.Response, held *reservation, room func(n int) int64) ([]byte, error) {
+	limit := int64(p.cfg.MaxResponseBytes)
+	if resp.ContentLength > limit {
+		return nil, errResponseTooLarge
+	}
+	if resp.ContentLength >= 0 {
+		if err := held.grow(ctx, resp.ContentLength+room(int(resp.ContentLength)), p.roomWait); err != nil {
+			return nil, err
+		}
+		data := make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(resp.Body, data); err != nil {
+			return nil, fmt.Errorf("proxy: reading the upstream's response: %v", err)
+		}
+		return data, nil
+	}
+	var data []byte
+	for {
+		if len(data) == cap(data) {
+			if int64(len(data)) > limit {
+				return nil, errResponseTooLarge
+			}
+			// Grown by doubling, as append does, the old buffer counted
+			// until the new one holds its bytes.
+			next := min(max(2*int64(cap(data)), 16<<10), limit+1)
+			if err := held.grow(ctx, next, p.roomWait); err != nil {
+				return nil, err
+			}
+			grown := make([]byte, len(data), next)
+			copy(grown, data)
+			held.shrink(int64(cap(data)))
+			data = grown
+		}
+		n, err := resp.Body.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("proxy: reading the upstream's response: %v", err)
+		}
+	}
+	if int64(len(data)) > limit {
+		return nil, errResponseTooLarge
+	}
+	if err := held.grow(ctx, room(len(data)), p.roomWait); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// heldBody is an answer the proxy holds while the client reads it. Once
+// it is written (read to its end), or the client is cut off (closed
+// before), it gives back its n bytes of held and lifts the write deadline.
+type heldBody struct {
+	*bytes.Reader
+	p        *Proxy
+	held     *reservation
+	n        int64
+	rc       *http.ResponseController
+	deadline time.Time
+	done     bool
+}
+
+func (h *heldBody) Read(b []byte) (int, error) {
+	n, err := h.Reader.Read(b)
+	if err == io.EOF {
+		h.finish(true)
+	}
+	return n, err
+}
+
+func (h *heldBody) Close() error {
+	h.finish(false)
+	return nil
+}
+
+func (h *heldBody) finish(written bool) {
+	if h.done {
+		return
+	}
+	h.done = true
+	h.held.shrink(h.n)
+	if written {
+		h.rc.SetWriteDeadline(time.Time{})
+	} else if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+		h.p.metrics.cut.Inc()
+	}
 }
 
 var (

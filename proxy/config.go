@@ -83,11 +83,25 @@ type Config struct {
 	// headers; ReadHeaderTimeout the caller's request headers; BodyTimeout
 	// the reading of a request body, from its headers on (408 past it).
 	UpstreamHeaderTimeout, ReadHeaderTimeout, BodyTimeout time.Duration
+	// WriteTimeout bounds the writing of one answer the proxy holds (a JSON
+	// body it read to seal a state) or of one SSE event of such an answer,
+	// from its first byte to its last: a client that reads more slowly is
+	// cut off, and the bytes it held are freed. It never bounds a stream's
+	// whole life, nor a response that passes through unbuffered. An answer
+	// also waits for room in MaxBufferedBytes at most this long.
+	WriteTimeout time.Duration
 	// MaxConcurrentRequests bounds the requests served at once, streams
-	// included; MaxBufferedBytes the request bodies held at once, each
-	// counted at its Content-Length, or MaxRequestBytes when it has none.
-	// Past either a request gets 503 with Retry-After, so that the proxy's
-	// memory is bounded by them, not by the number of connections.
+	// included; MaxBufferedBytes the bytes held at once: request bodies
+	// (each counted at its Content-Length, or MaxRequestBytes while it has
+	// none, and the copy the upstream gets), answers read to be sealed, SSE
+	// events, answers kept to be recorded (budget.go). A request past either
+	// gets 503 with Retry-After before its body is read; an answer waits for
+	// room up to WriteTimeout, then the client gets the proxy's JSON-RPC
+	// error in its place. So the proxy's memory is bounded by them, not by
+	// the number of connections nor by how slowly clients read. An answer
+	// needs up to three times its size at once (read, sealed, kept to be
+	// recorded), within three quarters of the budget: give it at least five
+	// times MaxResponseBytes.
 	MaxConcurrentRequests int
 	MaxBufferedBytes      int64
 
@@ -191,6 +205,7 @@ func Defaults() Config {
 		UpstreamHeaderTimeout: 60 * time.Second,
 		ReadHeaderTimeout:     10 * time.Second,
 		BodyTimeout:           10 * time.Second,
+		WriteTimeout:          30 * time.Second,
 		MaxConcurrentRequests: 1024,
 		MaxBufferedBytes:      64 << 20,
 		RecordOutcomes:        true,
@@ -254,7 +269,7 @@ func (c *Config) Validate() error {
 	if c.MaxBufferedBytes < int64(c.MaxRequestBytes) {
 		bad("max-buffered-bytes %d: want at least max-request-bytes (%d)", c.MaxBufferedBytes, c.MaxRequestBytes)
 	}
-	if c.SealerTimeout <= 0 || c.UpstreamHeaderTimeout <= 0 || c.ReadHeaderTimeout <= 0 || c.BodyTimeout <= 0 {
+	if c.SealerTimeout <= 0 || c.UpstreamHeaderTimeout <= 0 || c.ReadHeaderTimeout <= 0 || c.BodyTimeout <= 0 || c.WriteTimeout <= 0 {
 		bad("timeouts must be positive")
 	}
 	if c.Policy.TTL < 0 {

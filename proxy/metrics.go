@@ -18,7 +18,8 @@ type metrics struct {
 	outcomes *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	inflight prometheus.Gauge
-	buffered prometheus.Gauge
+	buffered *prometheus.GaugeVec
+	cut      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -26,7 +27,7 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_requests_total",
-			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed, flow_ended, replayed, in_progress, replay_failed), or refused by why (overloaded_concurrency and overloaded_buffer answer 503, body_timeout 408).",
+			Help: "Requests by MCP method (tools/call, prompts/get, resources/read, other) and outcome (passed, forwarded, unavailable, seal_failed, flow_ended, replayed, in_progress, replay_failed, and answer_overloaded: an answer dropped for want of room in --max-buffered-bytes), or refused by why (overloaded_concurrency and overloaded_buffer answer 503, body_timeout 408).",
 		}, []string{"method", "outcome"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_proxy_sealer_calls_total",
@@ -45,14 +46,27 @@ func newMetrics() *metrics {
 			Name: "sealer_proxy_requests_in_flight",
 			Help: "Requests being served (bounded by --max-concurrent-requests).",
 		}),
-		buffered: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sealer_proxy_buffered_request_bytes",
-			Help: "Bytes reserved for request bodies being read or held (bounded by --max-buffered-bytes).",
+		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sealer_proxy_buffered_bytes",
+			Help: "Bytes the proxy holds, by kind: request (bodies read, and the copies forwarded) and response (answers read to seal a state, SSE events, answers kept to be recorded); their sum is bounded by --max-buffered-bytes.",
+		}, []string{"kind"}),
+		cut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sealer_proxy_write_timeouts_total",
+			Help: "Clients cut off for reading an answer or an SSE event more slowly than --write-timeout allows.",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.calls, m.outcomes, m.latency, m.inflight, m.buffered,
+	m.registry.MustRegister(m.requests, m.calls, m.outcomes, m.latency, m.inflight, m.buffered, m.cut,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// bufferGauges are the gauges of sealer_proxy_buffered_bytes, by kind.
+func (m *metrics) bufferGauges() [kinds]prometheus.Gauge {
+	var g [kinds]prometheus.Gauge
+	for k := range kinds {
+		g[k] = m.buffered.WithLabelValues(kindNames[k])
+	}
+	return g
 }
 
 func (m *metrics) request(method, outcome string) { m.requests.WithLabelValues(method, outcome).Inc() }

@@ -63,7 +63,9 @@
 // state is bound to the proxy's audience (Config.Audience), and a call's
 // MCP headers are checked against its body before its state is opened.
 // Bodies are read within BodyTimeout, and MaxConcurrentRequests and
-// MaxBufferedBytes bound what is held at once.
+// MaxBufferedBytes bound what is held at once, the answers read to be
+// sealed included (budget.go); a client that reads such an answer, or an
+// event of it, more slowly than WriteTimeout allows is cut off.
 //
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
@@ -83,7 +85,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -91,7 +92,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcp-sealer/sealer/client"
@@ -118,10 +118,11 @@ type Proxy struct {
 	metrics  *metrics
 	log      *slog.Logger
 	// slots holds a token per request being served (MaxConcurrentRequests);
-	// buffered counts the bytes reserved for request bodies
-	// (MaxBufferedBytes).
+	// buffered is the budget of the bytes held (MaxBufferedBytes), where an
+	// answer waits for room up to roomWait (WriteTimeout).
 	slots    chan struct{}
-	buffered atomic.Int64
+	buffered *budget
+	roomWait time.Duration
 }
 
 // New returns the proxy of cfg, which must be valid, calling s.
@@ -131,7 +132,8 @@ func New(cfg Config, s Sealer) (*Proxy, error) {
 	}
 	u, _ := url.Parse(cfg.Upstream)
 	p := &Proxy{cfg: cfg, sealer: s, upstream: u, audience: cfg.audience(), metrics: newMetrics(), log: cfg.Logger,
-		slots: make(chan struct{}, cfg.MaxConcurrentRequests)}
+		slots: make(chan struct{}, cfg.MaxConcurrentRequests), roomWait: cfg.WriteTimeout}
+	p.buffered = newBudget(cfg.MaxBufferedBytes, p.metrics.bufferGauges())
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -158,12 +160,17 @@ func New(cfg Config, s Sealer) (*Proxy, error) {
 // exchange is what the response to a call needs: the call, who made it,
 // and the state it carried as opened (nil when none), whose flow the next
 // round continues; when that open consumed the state for an outcome, the
-// outcome the client got (keep).
+// outcome the client got (keep). held reserves the answer's bytes while the
+// proxy holds them, and the answer kept; rc sets the deadline of their
+// writing.
 type exchange struct {
 	call      *call
 	principal string
 	opened    *client.Opened
 	answer    []byte
+	held      *reservation
+	events    *reservation // the SSE event being read or written
+	rc        *http.ResponseController
 }
 
 type exchangeKey struct{}
@@ -204,11 +211,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, nil, "encoded_body", http.StatusUnsupportedMediaType, &requestError{-32600, "invalid request: compressed bodies are not accepted"})
 		return
 	}
-	body, release, ok := p.readBody(w, r)
+	body, held, ok := p.readBody(w, r)
 	if !ok {
 		return
 	}
-	defer release()
+	defer held.release()
 	c, err := parseCall(body)
 	if err != nil {
 		// parseCall refuses with a *requestError; anything else (none today)
@@ -263,14 +270,38 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body = c.forwarded(body)
 	}
-	p.metrics.request(methodLabel(c.method), "forwarded")
-	x := &exchange{call: c, principal: who, opened: opened}
-	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), body)
+	x := &exchange{call: c, principal: who, opened: opened, held: p.buffered.reserve(kindResponse),
+		rc: http.NewResponseController(w)}
+	defer func() { x.held.release(); x.events.release() }()
 	if opened != nil && opened.Recording {
-		// The answer is out before the sealer is asked to keep it.
-		http.NewResponseController(w).Flush()
-		p.record(r.Context(), x)
+		// The answer is out before the sealer is asked to keep it, also
+		// when the client was cut off on the way (ReverseProxy then panics
+		// with http.ErrAbortHandler): its retry gets it.
+		defer func() {
+			x.rc.Flush()
+			p.record(r.Context(), x)
+		}()
 	}
+	if !p.holdForwarded(held, c, len(body)) {
+		x.recordNone()
+		p.overloaded(w, "buffer")
+		return
+	}
+	p.metrics.request(methodLabel(c.method), "forwarded")
+	p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), body)
+}
+
+// holdForwarded reserves, beside the body received, the copy of it that
+// the upstream gets (n bytes) when it is one: with the params' encoding
+// that the call keeps, and the arguments rewritten in their digest's form.
+func (p *Proxy) holdForwarded(held *reservation, c *call, n int) bool {
+	switch {
+	case c.rewritten:
+		return held.tryGrow(3 * int64(n))
+	case c.hasState:
+		return held.tryGrow(2 * int64(n))
+	}
+	return true
 }
 
 // bind returns the digest a state of this proxy is bound to: the request's
@@ -384,7 +415,7 @@ func (p *Proxy) response(resp *http.Response) error {
 		// The events are rewritten: the upstream's length is not theirs.
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
-		resp.Body = newEventReader(resp.Body, p.cfg.MaxResponseBytes,
+		events := newEventReader(resp.Body, p.cfg.MaxResponseBytes,
 			func(data []byte) []byte {
 				if len(bytes.TrimSpace(data)) == 0 {
 					return nil // no message (a priming event): no state
@@ -393,31 +424,45 @@ func (p *Proxy) response(resp *http.Response) error {
 				if err != nil {
 					return p.failure(x, errUpstreamEvent)
 				}
+				room := p.keepRoom(x, len(data))
+				if err := x.held.grow(ctx, room, p.roomWait); err != nil {
+					return p.dropped(x, err)
+				}
 				out := p.sealMessage(ctx, x, msg)
 				if out != nil {
 					x.keep(resp.StatusCode, out)
 				} else {
 					x.keep(resp.StatusCode, data)
 				}
+				x.held.shrink(room - min(int64(len(x.answer)), room))
 				return out
 			},
 			func(err error) []byte {
+				if errors.Is(err, errBufferFull) {
+					return append(append([]byte("data: "), p.dropped(x, err)...), '\n', '\n')
+				}
 				p.log.Warn("upstream event stream failed", "method", x.call.method, "err", errText(err))
 				return append(append([]byte("data: "), p.failure(x, err)...), '\n', '\n')
 			})
+		x.events = p.buffered.reserve(kindResponse)
+		events.bounds = &eventBounds{ctx: ctx, held: x.events, wait: p.roomWait, room: p.sealRoom,
+			rc: x.rc, timeout: p.cfg.WriteTimeout, cut: p.metrics.cut.Inc}
+		resp.Body = events
 		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(p.cfg.MaxResponseBytes)+1))
+	// Room for the message sealed (as for an SSE event) and the answer kept.
+	room := func(n int) int64 { return p.sealRoom(n) + p.keepRoom(x, n) }
+	data, err := p.readAnswer(ctx, resp, x.held, room)
 	resp.Body.Close()
 	switch {
+	case errors.Is(err, errBufferFull):
+		return p.shed(resp, x, err)
 	case err != nil:
-		return p.replace(resp, x, fmt.Errorf("proxy: reading the upstream's response: %v", err))
-	case len(data) > p.cfg.MaxResponseBytes:
-		return p.replace(resp, x, errResponseTooLarge)
+		return p.replace(resp, x, err)
 	}
 	data = bytes.TrimPrefix(data, byteOrderMark) // as lenient decoders do
 	if len(bytes.TrimSpace(data)) == 0 {
-		setBody(resp, data)
+		p.hold(resp, x, data)
 		return nil
 	}
 	msg, err := parseObject(data)
@@ -428,8 +473,58 @@ func (p *Proxy) response(resp *http.Response) error {
 		data = sealed
 	}
 	x.keep(resp.StatusCode, data)
-	setBody(resp, data)
+	p.hold(resp, x, data)
 	return nil
+}
+
+// keepRoom is the room to reserve for the answer x keeps to be recorded
+// from a message of n bytes: none when it keeps none.
+func (p *Proxy) keepRoom(x *exchange, n int) int64 {
+	if x.opened == nil || !x.opened.Recording || x.answer != nil {
+		return 0
+	}
+	return p.sealRoom(n)
+}
+
+// sealRoom is the room for a message of n bytes with its state sealed: a
+// sealed state is at most a third longer than the payload it holds (at
+// most MaxStateBytes), with a header of its own.
+func (p *Proxy) sealRoom(n int) int64 { return int64(n + p.cfg.MaxStateBytes/2 + 4<<10) }
+
+// hold makes data, which x.held reserves with the answer x keeps, the body
+// of resp: what it holds beyond them is given back, and the client gets
+// WriteTimeout to read it. Its bytes are given back once written or cut.
+func (p *Proxy) hold(resp *http.Response, x *exchange, data []byte) {
+	n := int64(cap(data))
+	x.held.resize(n + int64(len(x.answer)))
+	h := &heldBody{Reader: bytes.NewReader(data), p: p, held: x.held, n: n, rc: x.rc,
+		deadline: time.Now().Add(p.cfg.WriteTimeout)}
+	x.rc.SetWriteDeadline(h.deadline)
+	resp.Body = h
+	resp.ContentLength = int64(len(data))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+}
+
+// shed makes resp the proxy's error for an answer dropped for want of room
+// in the budget (errBufferFull), or because the client left while it
+// waited: 503, and the exchange records no outcome.
+func (p *Proxy) shed(resp *http.Response, x *exchange, err error) error {
+	resp.Body.Close()
+	x.held.release() // what was read of the answer
+	resp.StatusCode, resp.Status = http.StatusServiceUnavailable, "503 Service Unavailable"
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Set("Content-Type", "application/json")
+	setBody(resp, p.dropped(x, err))
+	return nil
+}
+
+// dropped is the JSON-RPC error the caller gets instead of an answer the
+// proxy had no room to hold; it is logged once, here, and records none.
+func (p *Proxy) dropped(x *exchange, err error) []byte {
+	p.log.Warn("answer dropped: no room in max-buffered-bytes", "method", x.call.method, "err", errText(err))
+	p.metrics.request(methodLabel(x.call.method), "answer_overloaded")
+	x.recordNone()
+	return errorResponse(x.call.id, -32603, "the proxy had no room to hold the server's answer, which is lost", nil)
 }
 
 // byteOrderMark is UTF-8's, which JSON and SSE decoders may skip.
@@ -541,6 +636,7 @@ func (p *Proxy) flowEnded(x *exchange, err error) []byte {
 // tells the client its session is gone).
 func (p *Proxy) replace(resp *http.Response, x *exchange, err error) error {
 	resp.Body.Close()
+	x.held.release() // what was read of the answer
 	if resp.StatusCode < 400 {
 		resp.StatusCode, resp.Status = http.StatusBadGateway, "502 Bad Gateway"
 	}

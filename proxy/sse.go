@@ -3,8 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
+	"time"
 )
 
 // errEventTooLarge is an SSE line or event longer than the response cap.
@@ -15,75 +18,224 @@ var errEventTooLarge = errors.New("proxy: upstream SSE event exceeds the respons
 // changes: that one goes on with its other lines as they were and its data
 // in one line. It hands each event on as soon as it is complete, so that
 // the stream stays in order and unbuffered.
+//
+// It holds one copy of the event (raw; its lines are offsets into it), and
+// while rewriting it, the data joined when it spans several lines and the
+// message rewritten; with bounds, it reserves them in the budget before it
+// holds them, gives them back once the event is written, and bounds the
+// writing of each event, not the wait for the next one.
 type eventReader struct {
 	body    io.ReadCloser
-	lines   *bufio.Scanner
+	in      *bufio.Reader
 	max     int
 	rewrite func(data []byte) []byte // nil: unchanged
 	onError func(err error) []byte   // the event ending a stream that failed
-	pending []byte
-	started bool
-	done    bool
+	bounds  *eventBounds             // nil: nothing counted, no deadline
+
+	raw      []byte   // the event being read or written, as received
+	ends     []int    // the end of each of its lines in raw
+	pending  [][]byte // what is left to write of the event
+	deadline time.Time
+	started  bool
+	done     bool
+}
+
+// eventBounds are what an eventReader of an exchange counts and bounds.
+type eventBounds struct {
+	ctx     context.Context
+	held    *reservation // the event's bytes
+	wait    time.Duration
+	room    func(n int) int64 // for n bytes of data rewritten
+	rc      *http.ResponseController
+	timeout time.Duration // to write one event
+	cut     func()        // a client cut off by timeout
 }
 
 func newEventReader(body io.ReadCloser, max int, rewrite func([]byte) []byte, onError func(error) []byte) *eventReader {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), max)
-	sc.Split(splitLines)
-	return &eventReader{body: body, lines: sc, max: max, rewrite: rewrite, onError: onError}
+	return &eventReader{body: body, in: bufio.NewReaderSize(body, 8<<10), max: max, rewrite: rewrite, onError: onError}
 }
 
 func (e *eventReader) Read(p []byte) (int, error) {
 	for len(e.pending) == 0 {
+		e.written()
 		if e.done {
 			return 0, io.EOF
 		}
-		e.pending = e.next()
+		for _, seg := range e.next() {
+			if len(seg) > 0 {
+				e.pending = append(e.pending, seg)
+			}
+		}
+		if len(e.pending) > 0 && e.bounds != nil {
+			e.deadline = time.Now().Add(e.bounds.timeout)
+			e.bounds.rc.SetWriteDeadline(e.deadline)
+		}
 	}
-	n := copy(p, e.pending)
-	e.pending = e.pending[n:]
+	n := 0
+	for n < len(p) && len(e.pending) > 0 {
+		c := copy(p[n:], e.pending[0])
+		n += c
+		if e.pending[0] = e.pending[0][c:]; len(e.pending[0]) == 0 {
+			e.pending[0] = nil
+			e.pending = e.pending[1:]
+		}
+	}
 	return n, nil
 }
 
-func (e *eventReader) Close() error { return e.body.Close() }
+// written is called once the event has been written: its bytes are given
+// back (a small buffer is kept for the next), and the wait for the next
+// event has no deadline.
+func (e *eventReader) written() {
+	e.pending = nil
+	if cap(e.raw) > 4<<10 {
+		e.raw = nil
+	}
+	e.raw, e.ends = e.raw[:0], e.ends[:0]
+	if e.bounds == nil {
+		return
+	}
+	e.bounds.held.resize(int64(cap(e.raw)))
+	if !e.deadline.IsZero() {
+		e.deadline = time.Time{}
+		e.bounds.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+func (e *eventReader) Close() error {
+	if e.bounds != nil {
+		if len(e.pending) > 0 && !e.deadline.IsZero() && !time.Now().Before(e.deadline) {
+			e.bounds.cut()
+		}
+		e.bounds.held.release()
+	}
+	e.pending, e.raw = nil, nil
+	return e.body.Close()
+}
 
 // next reads one event (through its blank line, or to the end of the
 // stream) and returns what to pass on.
-func (e *eventReader) next() []byte {
-	var raw bytes.Buffer
-	var lines [][]byte
-	for e.lines.Scan() {
-		line := e.lines.Bytes()
+func (e *eventReader) next() [][]byte {
+	for {
+		err := e.readLine()
+		if err == io.EOF {
+			e.done = true
+			return e.event() // an event cut by the end of the stream, if any
+		}
+		if err != nil {
+			return e.fail(err)
+		}
 		if !e.started {
 			// SSE decoders skip a byte order mark that starts the stream.
-			line, e.started = bytes.TrimPrefix(line, byteOrderMark), true
+			e.started = true
+			if bytes.HasPrefix(e.raw, byteOrderMark) {
+				e.raw = e.raw[:copy(e.raw, e.raw[len(byteOrderMark):])]
+				e.ends[0] -= len(byteOrderMark)
+			}
+			if len(e.raw) > e.max {
+				return e.fail(errEventTooLarge)
+			}
 		}
-		if raw.Len()+len(line) > e.max {
-			return e.fail(errEventTooLarge)
-		}
-		raw.Write(line)
-		lines = append(lines, bytes.Clone(line))
-		if len(trimEOL(line)) == 0 {
-			return e.event(raw.Bytes(), lines)
+		if len(trimEOL(e.line(len(e.ends)-1))) == 0 {
+			return e.event()
 		}
 	}
-	e.done = true
-	if err := e.lines.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = errEventTooLarge
+}
+
+// readLine appends the next line of the stream, with its end of line
+// (CRLF, LF or CR, as the SSE format allows), to raw; io.EOF when the
+// stream ends before it.
+func (e *eventReader) readLine() error {
+	start := len(e.raw)
+	for {
+		if _, err := e.in.Peek(1); err != nil {
+			if err == io.EOF && len(e.raw) > start {
+				break // a line cut by the end of the stream
+			}
+			return err
 		}
-		return e.fail(err)
+		buf, _ := e.in.Peek(e.in.Buffered())
+		n, eol := len(buf), bytes.IndexAny(buf, "\r\n")
+		cr := eol >= 0 && buf[eol] == '\r'
+		if eol >= 0 {
+			n = eol + 1
+		}
+		if err := e.append(buf[:n]); err != nil {
+			return err
+		}
+		e.in.Discard(n)
+		if eol < 0 {
+			continue
+		}
+		// A CR may be the first half of a CRLF, whose LF comes later.
+		if cr {
+			if next, err := e.in.Peek(1); err == nil && next[0] == '\n' {
+				if err := e.append(next); err != nil {
+					return err
+				}
+				e.in.Discard(1)
+			}
+		}
+		break
 	}
-	return e.event(raw.Bytes(), lines) // an event cut by the end of the stream
+	e.ends = append(e.ends, len(e.raw))
+	return nil
+}
+
+// append appends b to raw, within max, reserving a grown buffer before it
+// holds it.
+func (e *eventReader) append(b []byte) error {
+	limit := e.max
+	if !e.started {
+		limit += len(byteOrderMark) // to be trimmed
+	}
+	need := len(e.raw) + len(b)
+	if need > limit {
+		return errEventTooLarge
+	}
+	if need > cap(e.raw) {
+		next := min(max(2*cap(e.raw), need, 4<<10), limit)
+		if err := e.reserve(next); err != nil {
+			return err
+		}
+		grown := make([]byte, len(e.raw), next)
+		copy(grown, e.raw)
+		e.unreserve(cap(e.raw))
+		e.raw = grown
+	}
+	e.raw = append(e.raw, b...)
+	return nil
+}
+
+func (e *eventReader) reserve(n int) error {
+	if e.bounds == nil {
+		return nil
+	}
+	return e.bounds.held.grow(e.bounds.ctx, int64(n), e.bounds.wait)
+}
+
+func (e *eventReader) unreserve(n int) {
+	if e.bounds != nil {
+		e.bounds.held.shrink(int64(n))
+	}
+}
+
+// line returns the i-th line of the event, with its end of line.
+func (e *eventReader) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = e.ends[i-1]
+	}
+	return e.raw[start:e.ends[i]]
 }
 
 // event returns the event as received, or rewritten when its data is a
 // message that rewrite changes.
-func (e *eventReader) event(raw []byte, lines [][]byte) []byte {
+func (e *eventReader) event() [][]byte {
 	var data [][]byte
 	first := -1
-	for i, l := range lines {
-		if v, ok := field(l, "data"); ok {
+	for i := range e.ends {
+		if v, ok := field(e.line(i), "data"); ok {
 			data = append(data, v)
 			if first < 0 {
 				first = i
@@ -91,30 +243,49 @@ func (e *eventReader) event(raw []byte, lines [][]byte) []byte {
 		}
 	}
 	if first < 0 {
-		return raw
+		return [][]byte{e.raw}
 	}
-	msg := e.rewrite(bytes.Join(data, []byte("\n")))
+	joined := data[0]
+	if len(data) > 1 {
+		n := len(data) - 1
+		for _, d := range data {
+			n += len(d)
+		}
+		if err := e.reserve(n); err != nil {
+			return e.fail(err)
+		}
+		joined = bytes.Join(data, []byte("\n"))
+		defer e.unreserve(n)
+	}
+	room := 0 // for the message rewritten
+	if e.bounds != nil {
+		room = int(e.bounds.room(len(joined)))
+	}
+	if err := e.reserve(room); err != nil {
+		return e.fail(err)
+	}
+	msg := e.rewrite(joined)
+	e.unreserve(room - min(cap(msg), room))
 	if msg == nil {
-		return raw
+		return [][]byte{e.raw}
 	}
-	var out bytes.Buffer
-	for i, l := range lines {
+	var out [][]byte
+	for i := range e.ends {
+		l := e.line(i)
 		switch _, isData := field(l, "data"); {
 		case i == first:
-			out.WriteString("data: ")
-			out.Write(msg)
-			out.WriteByte('\n')
+			out = append(out, []byte("data: "), msg, []byte("\n"))
 		case !isData:
-			out.Write(l)
+			out = append(out, l)
 		}
 	}
-	return out.Bytes()
+	return out
 }
 
 // fail ends the stream with the event onError gives for err.
-func (e *eventReader) fail(err error) []byte {
+func (e *eventReader) fail(err error) [][]byte {
 	e.done = true
-	return e.onError(err)
+	return [][]byte{e.onError(err)}
 }
 
 // field returns the value of an SSE line "name: value" (one space after the
@@ -137,30 +308,4 @@ func field(line []byte, name string) ([]byte, bool) {
 func trimEOL(line []byte) []byte {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	return bytes.TrimSuffix(line, []byte("\r"))
-}
-
-// splitLines splits an event stream into lines, each with its end of line
-// (CRLF, LF or CR, as the SSE format allows).
-func splitLines(data []byte, atEOF bool) (int, []byte, error) {
-	for i, b := range data {
-		switch b {
-		case '\n':
-			return i + 1, data[:i+1], nil
-		case '\r':
-			if i+1 < len(data) {
-				if data[i+1] == '\n' {
-					return i + 2, data[:i+2], nil
-				}
-				return i + 1, data[:i+1], nil
-			}
-			if atEOF {
-				return i + 1, data[:i+1], nil
-			}
-			return 0, nil, nil // a CR at the end: an LF may follow
-		}
-	}
-	if atEOF && len(data) > 0 {
-		return len(data), data, nil
-	}
-	return 0, nil, nil
 }
