@@ -226,3 +226,49 @@ func BenchmarkRequest(b *testing.B) {
 		})
 	}
 }
+
+// FuzzAnswers holds Answers to its definition on any input: it never
+// panics, refuses only with ErrArgument, gives the digest of the text's RFC
+// 8785 form to the text, and the same digest to the answers decoded and
+// encoded again with encoding/json (what client.Answers digests).
+func FuzzAnswers(f *testing.F) {
+	for _, s := range []string{
+		``, `null`, `{}`,
+		`{"seat":{"action":"accept","content":{"seat":"12A"}}}`,
+		`{"seat":{"_meta":{"t":1},"action":"accept","content":{"seat":"12A","_meta":2}}}`,
+		`{"_meta":{"_meta":1},"x":"<&>","\ud83d\ude00":[1,{"_meta":0}],"\uff61":-0}`,
+		`{"a":{"_meta":1,"_meta":2}}`, `[1]`, `{"a":1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		d, err := mcpdigest.Answers(text)
+		if err != nil {
+			if !errors.Is(err, sealer.ErrArgument) {
+				t.Fatalf("Answers(%q): %v, want an error wrapping ErrArgument", text, err)
+			}
+			return
+		}
+		if len(text) == 0 {
+			return
+		}
+		c, err := jcs.Transform(text)
+		if err != nil {
+			t.Fatalf("Answers(%q) accepted what RFC 8785 refuses: %v", text, err)
+		}
+		if d2, err := mcpdigest.Answers(c); err != nil || d2 != d {
+			t.Fatalf("Answers(%q) = %v, of its RFC 8785 form %v, %v", text, d, d2, err)
+		}
+		var v map[string]any
+		if json.Unmarshal(text, &v) != nil {
+			return // null
+		}
+		again, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		if d2, err := mcpdigest.Answers(again); err != nil || d2 != d {
+			t.Fatalf("Answers(%q) = %v, decoded and encoded again %v, %v", text, d, d2, err)
+		}
+	})
+}

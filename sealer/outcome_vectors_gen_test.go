@@ -51,6 +51,7 @@ func buildOutcomeVectors(t *testing.T) []byte {
 		Sealing: 2,
 		Seal:    g.seals,
 		Open:    g.opens,
+		Answers: buildAnswers(t),
 	}
 	for _, id := range []uint32{1, 2} {
 		doc.Keys = append(doc.Keys, vectorKey{id, hex.EncodeToString(g.material[id])})

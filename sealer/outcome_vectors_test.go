@@ -21,6 +21,7 @@ type outcomeFile struct {
 	Sealing uint32              `json:"sealing"`
 	Seal    []outcomeSealVector `json:"seal"`
 	Open    []outcomeOpenVector `json:"open"`
+	Answers []answersVector     `json:"answers"`
 }
 
 // outcomeSealVector is an outcome sealed from its inputs, with the
