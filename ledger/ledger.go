@@ -72,6 +72,13 @@ var ErrPending = errors.New("ledger: outcome not recorded yet")
 // was never consumed, or its entry expired.
 var ErrGone = errors.New("ledger: no such entry")
 
+// ErrConflict means an entry was claimed for an outcome (Recorder.Claim)
+// with other answers than those of the retry asking for it (Entry.Answers,
+// one of the two without any included): its outcome answers other
+// inputResponses and is not the retry's. It wraps ErrConsumed: the state
+// was consumed, by an open that answered otherwise.
+var ErrConflict = fmt.Errorf("%w by an open with other answers", ErrConsumed)
+
 // Entry names what Consume or Advance records, and the state asked about:
 // the entry is the state ID when Round is 0, otherwise round Round of Flow,
 // which any state of that round (a fork among them) may open; ID is always
@@ -82,6 +89,13 @@ type Entry struct {
 	ID    sealer.StateID
 	Flow  sealer.FlowID
 	Round uint32
+	// Answers is the answers digest of the open that claims the entry, or
+	// of the retry asking for its outcome (FORMAT.md, "Recorded outcomes");
+	// nil for none. A claim keeps it, and its outcome is only for a retry
+	// with the same answers, or, for a claim without any, a retry without
+	// any: ErrConflict for every other. Consume, Advance and Record do not
+	// read it.
+	Answers *sealer.Digest
 }
 
 // Recorder is a Ledger that also keeps the outcome of what it consumed:
@@ -94,7 +108,7 @@ type Recorder interface {
 	// for a caller that will Record the outcome: Outcome answers
 	// ErrPending for e until an outcome is recorded or wait has passed
 	// since the claim (on the ledger's clock). A flow's round is claimed
-	// for e.ID.
+	// for e.ID. The claim keeps e.Answers.
 	Claim(ctx context.Context, tenant string, e Entry, until time.Time, wait time.Duration) error
 	// Record stores outcome for e if e was claimed and nothing was recorded
 	// for it since: nil then. It returns ErrConsumed when something was
@@ -103,14 +117,18 @@ type Recorder interface {
 	// fork), whose claim it leaves as it is; ErrGone when e has no entry
 	// (it expired); errors wrapping ErrUnavailable otherwise. An empty
 	// outcome records that none will come: Outcome then answers
-	// ErrConsumed.
+	// ErrConsumed. It keeps the claim's answers, whatever e.Answers is:
+	// only the state that claimed e records for it.
 	Record(ctx context.Context, tenant string, e Entry, outcome []byte) error
 	// Outcome returns the outcome recorded for e. It returns ErrPending
 	// while e is claimed, nothing is recorded and its wait is not over;
 	// ErrConsumed when e was consumed without a claim, with no outcome
 	// recorded in its wait, with an empty one, when e's flow has moved
 	// past e.Round, or when e.Round was claimed for another state than
-	// e.ID (never that state's outcome); ErrGone when e has no entry.
+	// e.ID (never that state's outcome); ErrConflict when e was claimed
+	// with other answers than e.Answers, whatever became of the claim
+	// since (never its outcome, and no wait for it); ErrGone when e has
+	// no entry.
 	Outcome(ctx context.Context, tenant string, e Entry) ([]byte, error)
 }
 

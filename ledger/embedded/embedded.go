@@ -53,6 +53,13 @@ import (
 // them. A release before it reads 'c' as damaged (ErrUnavailable) in
 // Outcome, and as consumed in Record: it fails closed.
 //
+// A claim with answers (ledger.Entry.Answers) keeps them after the
+// claimant, if any, and before the outcome state: 'a' || 32 bytes ||
+// 'p'... A retry with other answers, or with none, is ErrConflict, and so
+// is a retry with answers of a claim without any (written by a caller
+// that sent none, or by a release before answers). A release before it
+// reads 'a' as it reads 'c' above: it fails closed.
+//
 // There is no index by expiry: a sweep reads every entry, in chunks, which
 // costs a consume nothing, where an index doubled what each consume writes.
 const (
@@ -72,6 +79,7 @@ const (
 	stateOutcome  byte = 'o'
 	stateNone     byte = 'n'
 	stateClaimant byte = 'c' // a flow's: the state id its round was claimed for follows
+	stateAnswers  byte = 'a' // a claim's: the answers digest it was claimed with follows
 )
 
 // cutKey holds the highest cut a sweep used: every entry deleted expired

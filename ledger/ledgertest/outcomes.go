@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"testing"
@@ -27,6 +28,8 @@ var outcomeCases = []struct {
 	{"%s: outcomes are per tenant", outcomesArePerTenant},
 	{"R6 %s: concurrent claims of one entry: exactly one wins", concurrentClaimsOfOneEntryOneWins},
 	{"%s: a 64 KiB outcome comes back whole", aLargeOutcomeComesBackWhole},
+	{"%s: a retry with other answers conflicts, never gets the outcome", aRetryWithOtherAnswersConflicts},
+	{"%s: a claim without answers conflicts with a retry with answers", aClaimWithoutAnswersConflictsWithAnswers},
 }
 
 // runOutcomes is the part of the suite for a ledger.Recorder: recorded
@@ -236,6 +239,69 @@ func aRoundsOutcomeIsItsClaimants(t *testing.T, r ledger.Recorder) {
 	wantOutcome(t, r, "t", f1, "real")
 }
 
+// aRetryWithOtherAnswersConflicts (issue 50, 5b): e is claimed by an open
+// whose inputResponses were seat 12A. A retry with seat 1A, or with no
+// answers, gets ErrConflict whatever became of the claim (pending,
+// recorded), at once, and never the outcome; a retry with seat 12A waits
+// for it and then gets it. Record keeps the claim's answers.
+func aRetryWithOtherAnswersConflicts(t *testing.T, r ledger.Recorder, e ledger.Entry) {
+	ctx := context.Background()
+	ran, other := answers("12A"), answers("1A")
+	with := func(a *sealer.Digest) ledger.Entry { e := e; e.Answers = a; return e }
+	wantErr(t, "claim with seat 12A", claim(r, "t", with(ran)), nil)
+	wantNoOutcome(t, r, "t", with(other), "a retry with seat 1A while pending", ledger.ErrConflict)
+	wantNoOutcome(t, r, "t", with(nil), "a retry without answers while pending", ledger.ErrConflict)
+	wantNoOutcome(t, r, "t", with(ran), "a retry with seat 12A while pending", ledger.ErrPending)
+	wantErr(t, "record, asked without answers", r.Record(ctx, "t", with(nil), []byte("booked 12A")), nil)
+	wantNoOutcome(t, r, "t", with(other), "a retry with seat 1A", ledger.ErrConflict)
+	wantNoOutcome(t, r, "t", with(nil), "a retry without answers", ledger.ErrConflict)
+	wantOutcome(t, r, "t", with(ran), "booked 12A")
+	wantErr(t, "record again", r.Record(ctx, "t", with(ran), []byte("another")), ledger.ErrConsumed)
+	wantOutcome(t, r, "t", with(ran), "booked 12A")
+
+	// Recorded as none: the same answers are refused as consumed, others
+	// as a conflict.
+	none := freshLike(e)
+	none.Answers = ran
+	wantErr(t, "claim of another entry with seat 12A", claim(r, "t", none), nil)
+	wantErr(t, "empty record", r.Record(ctx, "t", none, nil), nil)
+	none.Answers = other
+	wantNoOutcome(t, r, "t", none, "a retry with seat 1A after an empty record", ledger.ErrConflict)
+	none.Answers = ran
+	if _, err := r.Outcome(ctx, "t", none); !errors.Is(err, ledger.ErrConsumed) || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("a retry with seat 12A after an empty record: got %v, want ErrConsumed, no conflict", err)
+	}
+}
+
+// aClaimWithoutAnswersConflictsWithAnswers: a claim kept without answers
+// (a caller that sent none, or a release before answers) gives its outcome
+// to a retry without answers, as before, and a conflict to one with
+// answers (fail closed: they cannot be shown to be the claim's). A state
+// consumed without a claim has no outcome for either.
+func aClaimWithoutAnswersConflictsWithAnswers(t *testing.T, r ledger.Recorder, e ledger.Entry) {
+	e.Answers = nil
+	claimAndRecord(t, r, "t", e, inAMinute(), []byte("answer"))
+	wantOutcome(t, r, "t", e, "answer")
+	e.Answers = answers("12A")
+	wantNoOutcome(t, r, "t", e, "a retry with answers", ledger.ErrConflict)
+
+	consumed := freshLike(e)
+	if err := consumeWithoutClaim(context.Background(), r, consumed); err != nil {
+		t.Fatal(err)
+	}
+	consumed.Answers = answers("12A")
+	if _, err := r.Outcome(context.Background(), "t", consumed); !errors.Is(err, ledger.ErrConsumed) || errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("consumed without a claim, a retry with answers: got %v, want ErrConsumed, no conflict", err)
+	}
+}
+
+// answers returns an answers digest that stands for a retry whose seat is
+// seat.
+func answers(seat string) *sealer.Digest {
+	d := sealer.Digest(sha256.Sum256([]byte("seat " + seat)))
+	return &d
+}
+
 func inAMinute() time.Time { return time.Now().Add(time.Minute) }
 
 // claim claims e for tenant with a wait no test outlasts: a claim these
@@ -319,4 +385,5 @@ var errNames = map[error]string{
 	ledger.ErrConsumed: "ErrConsumed",
 	ledger.ErrPending:  "ErrPending",
 	ledger.ErrGone:     "ErrGone",
+	ledger.ErrConflict: "ErrConflict",
 }

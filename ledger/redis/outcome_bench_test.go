@@ -23,10 +23,16 @@ import (
 //
 //	go test -run XXX -bench OutcomeBytes -benchtime 1x ./ledger/redis/
 func BenchmarkOutcomeBytes(b *testing.B) {
-	for _, size := range []int{-1, 1 << 10, 64 << 10} {
-		name := "consumed"
+	for _, c := range []struct {
+		size    int
+		answers bool
+	}{{-1, false}, {1 << 10, false}, {1 << 10, true}, {64 << 10, false}} {
+		size, answers, name := c.size, c.answers, "consumed"
 		if size >= 0 {
 			name = fmt.Sprintf("outcome_%dB", size)
+		}
+		if answers {
+			name += "_answers"
 		}
 		b.Run(name, func(b *testing.B) {
 			srv := testredis.Start(b, false)
@@ -71,6 +77,10 @@ func BenchmarkOutcomeBytes(b *testing.B) {
 						continue
 					}
 					e := ledger.Entry{ID: id}
+					if answers {
+						e.Answers = new(sealer.Digest)
+						rand.Read(e.Answers[:])
+					}
 					if err := r.Claim(ctx, "tenant", e, until, time.Minute); err != nil {
 						b.Fatal(err)
 					}

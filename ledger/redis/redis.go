@@ -42,13 +42,21 @@ const (
 //
 // A flow's claimed round names the state it was claimed for, whose open
 // won it, before its outcome state: 'c', the 16 bytes of the state id,
-// then 'p'... Only that state records and reads the outcome.
+// then 'p'... Only that state records and reads the outcome. A claim with
+// answers (ledger.Entry.Answers) keeps them next, before its outcome
+// state: 'a' and the 32 bytes of the digest, then 'p'... Only a retry with
+// the same answers, or without any for a claim without any, reads the
+// outcome; every other gets a conflict.
 //
 // So "1" and a bare round, all that an earlier release wrote, read as
 // consumed without a claim, and an earlier release that reads a claimed
 // flow's value fails its script: it refuses the open, never repeats it. A
 // flow's 'p', 'o' or 'n' without a claimant, written by a release before
-// claimants, is no state's: consumed for every one.
+// claimants, is no state's: consumed for every one. An earlier release
+// that reads a claim with answers fails its script as for a claimant
+// ('a' where it wants an outcome state), and a claim written without
+// answers, by such a release or for a caller that sent none, is a
+// conflict for a retry with answers.
 // An outcome is part of its entry's value: it lives exactly as long as the
 // entry, on the same node (one key per script, one slot of a Cluster).
 
@@ -60,32 +68,36 @@ const (
 // late). TIME in a script needs Redis's effects replication, the default
 // since Redis 5. claimed is the outcome state a consume or an advance
 // writes: none for a negative wait (noClaim), otherwise pending for wait
-// ms (a Claim) from now.
+// ms (a Claim) from now, after the claim's answers when it has any (32
+// bytes; empty for none).
 const nowScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function claimed(wait)
+local function claimed(wait, answers)
   if tonumber(wait) < 0 then return '' end
-  return 'p' .. string.format('%d', now + tonumber(wait))
+  local v = 'p' .. string.format('%d', now + tonumber(wait))
+  if answers ~= '' then v = 'a' .. answers .. v end
+  return v
 end
 `
 
 // consumeScript records KEYS[1] as consumed until ARGV[1] (Unix ms) if it
-// is not, claimed for ARGV[2] ms: 0, or -1 when it is.
+// is not, claimed for ARGV[2] ms with the answers ARGV[3]: 0, or -1 when
+// it is.
 var consumeScript = goredis.NewScript(nowScript + `
 if now >= tonumber(ARGV[1]) then return -2 end
-if redis.call('SET', KEYS[1], '1' .. claimed(ARGV[2]), 'NX', 'PXAT', ARGV[1]) then return 0 end
+if redis.call('SET', KEYS[1], '1' .. claimed(ARGV[2], ARGV[3]), 'NX', 'PXAT', ARGV[1]) then return 0 end
 return -1`)
 
 // advanceScript is the whole of a latest-only advance, on the flow's one
 // key: it records round ARGV[1] as the flow's highest, until at least
 // ARGV[2] (Unix ms), claimed for ARGV[3] ms for the state ARGV[4] (16
-// bytes), if it is above the round recorded; the outcome state of the
-// round before goes with it. It returns the round recorded before (0 for
+// bytes) with the answers ARGV[5], if it is above the round recorded; the
+// outcome state of the round before goes with it. It returns the round recorded before (0 for
 // none), which an undo needs (retreat), or -1 when the round is not above
 // it.
 var advanceScript = goredis.NewScript(nowScript + `
-local round, untilMs, wait, claimant = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local round, untilMs, wait, claimant, answers = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if now >= tonumber(untilMs) then return -2 end
 -- the round recorded: the value's leading digits (see the format above)
 local old = redis.call('GET', KEYS[1])
@@ -97,7 +109,7 @@ end
 if prev >= tonumber(round) then return -1 end
 -- an entry that already lives past untilMs keeps its expiry: never shortened
 local v = round
-if tonumber(wait) >= 0 then v = round .. 'c' .. claimant .. claimed(wait) end
+if tonumber(wait) >= 0 then v = round .. 'c' .. claimant .. claimed(wait, answers) end
 if now + redis.call('PTTL', KEYS[1]) > tonumber(untilMs) then
   redis.call('SET', KEYS[1], v, 'KEEPTTL')
 else
@@ -338,17 +350,18 @@ const noClaim int64 = -1
 // Consume implements ledger.Ledger with consumeScript: SET NX PXAT until,
 // on Redis's clock (see nowScript).
 func (r *Ledger) Consume(ctx context.Context, tenant string, id sealer.StateID, until time.Time) error {
-	return r.consume(ctx, redisKey(tenant, id), until.UnixMilli(), noClaim)
+	return r.consume(ctx, redisKey(tenant, id), until.UnixMilli(), noClaim, []byte{})
 }
 
-// consume runs consumeScript on key, claimed for wait ms unless wait is
-// noClaim. A consume the replicas do not acknowledge is deleted again, so
-// that a retry can consume the state once they do; if the delete does not
-// land, the state stays consumed: refused, never opened twice.
-func (r *Ledger) consume(ctx context.Context, key string, until, wait int64) error {
+// consume runs consumeScript on key, claimed for wait ms with answers (32
+// bytes, or empty for none) unless wait is noClaim. A consume the replicas
+// do not acknowledge is deleted again, so that a retry can consume the
+// state once they do; if the delete does not land, the state stays
+// consumed: refused, never opened twice.
+func (r *Ledger) consume(ctx context.Context, key string, until, wait int64, answers []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	_, undoOn, err := r.write(ctx, consumeScript, key, until, wait)
+	_, undoOn, err := r.write(ctx, consumeScript, key, until, wait, answers)
 	if undoOn != nil {
 		undoOn.Del(ctx, key)
 		undoOn.Close()
@@ -359,16 +372,17 @@ func (r *Ledger) consume(ctx context.Context, key string, until, wait int64) err
 // Advance implements ledger.Ledger with advanceScript on the flow's key, so
 // one node (one slot of a Cluster) decides atomically, on its clock.
 func (r *Ledger) Advance(ctx context.Context, tenant string, flow sealer.FlowID, round uint32, until time.Time) error {
-	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli(), noClaim, []byte{})
+	return r.advance(ctx, flowKey(tenant, flow), round, until.UnixMilli(), noClaim, []byte{}, []byte{})
 }
 
 // advance runs advanceScript on key, claimed for wait ms for the state
-// claimant unless wait is noClaim. An advance the replicas do not
-// acknowledge goes back to the round the script found (retreat).
-func (r *Ledger) advance(ctx context.Context, key string, round uint32, until, wait int64, claimant []byte) error {
+// claimant with answers (32 bytes, or empty for none) unless wait is
+// noClaim. An advance the replicas do not acknowledge goes back to the
+// round the script found (retreat).
+func (r *Ledger) advance(ctx context.Context, key string, round uint32, until, wait int64, claimant, answers []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	prev, undoOn, err := r.write(ctx, advanceScript, key, round, until, wait, claimant)
+	prev, undoOn, err := r.write(ctx, advanceScript, key, round, until, wait, claimant, answers)
 	if undoOn != nil {
 		retreat(ctx, undoOn, key, round, prev)
 		undoOn.Close()
@@ -435,6 +449,7 @@ const (
 	answerGone     = -3 // ledger.ErrGone
 	answerPending  = -4 // ledger.ErrPending
 	answerDamaged  = -5 // a value no release writes
+	answerConflict = -6 // ledger.ErrConflict
 )
 
 // scriptResult maps the answer of a script: a negative one is one of the
@@ -451,6 +466,8 @@ func scriptResult(res int64, err error) error {
 		return ledger.ErrGone
 	case res == answerPending:
 		return ledger.ErrPending
+	case res == answerConflict:
+		return ledger.ErrConflict
 	case res == answerDamaged:
 		return fmt.Errorf("%w: redis holds an entry no release writes", ledger.ErrUnavailable)
 	case res < 0:

@@ -392,6 +392,92 @@ func TestRedis_OutcomeValues(t *testing.T) {
 	}
 }
 
+// TestRedis_AnswersValues pins where a claim keeps its answers, which
+// replicas of other releases read: 'a' and the 32 bytes of the digest
+// after the round's digits and a flow's claimant, kept by a record; a
+// retry with other answers, or with none, is a conflict, and so is one
+// with answers of a claim an earlier release wrote (none kept); answers
+// cut short are a value no release writes.
+func TestRedis_AnswersValues(t *testing.T) {
+	srv := testredis.Start(t, false)
+	r := newRedis(t, srv.URL())
+	admin := srv.Client(t)
+	ctx := context.Background()
+	until := time.Now().Add(time.Minute)
+	ran, other := sealer.Digest{0xa1, '1', 'p'}, sealer.Digest{0xa2}
+	state := ledger.Entry{ID: sealer.StateID{1}, Answers: &ran}
+	flow := ledger.Entry{ID: sealer.StateID{3}, Flow: sealer.FlowID{2}, Round: 5, Answers: &ran}
+	claimant := "c\x03" + strings.Repeat("\x00", 15)
+	stateKey := "sealer:v1:consumed:1:t:01000000000000000000000000000000"
+	flowKey := "sealer:v1:flow:1:t:02000000000000000000000000000000"
+	value := func(key string) string {
+		t.Helper()
+		v, err := admin.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("GET %s: %v", key, err)
+		}
+		return v
+	}
+	for _, e := range []ledger.Entry{state, flow} {
+		if err := r.Claim(ctx, "t", e, until, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heads := map[string]string{stateKey: "1a" + string(ran[:]), flowKey: "5" + claimant + "a" + string(ran[:])}
+	for key, head := range heads {
+		if v := value(key); !strings.HasPrefix(v, head+"p") {
+			t.Fatalf("claimed %s: got %q, want %qp and a deadline", key, v, head)
+		}
+	}
+	for _, e := range []ledger.Entry{state, flow} {
+		e.Answers = nil // Record keeps the claim's, whatever it is given
+		if err := r.Record(ctx, "t", e, []byte("answer")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, head := range heads {
+		if v := value(key); v != head+"oanswer" {
+			t.Errorf("recorded %s: got %q, want %q", key, v, head+"oanswer")
+		}
+	}
+	for _, e := range []ledger.Entry{state, flow} {
+		if got, err := r.Outcome(ctx, "t", e); err != nil || string(got) != "answer" {
+			t.Errorf("outcome %+v with its answers: got %q, %v, want answer", e, got, err)
+		}
+		for _, a := range []*sealer.Digest{&other, nil} {
+			e.Answers = a
+			if got, err := r.Outcome(ctx, "t", e); !errors.Is(err, ledger.ErrConflict) {
+				t.Errorf("outcome %+v with other answers: got %q, %v, want ErrConflict", e, got, err)
+			}
+		}
+	}
+
+	// A claim an earlier release wrote (no answers): a conflict for a
+	// retry with answers, the outcome for one without.
+	admin.Set(ctx, stateKey, "1oanswer", time.Minute)
+	admin.Set(ctx, flowKey, "5"+claimant+"oanswer", time.Minute)
+	for _, e := range []ledger.Entry{state, flow} {
+		if got, err := r.Outcome(ctx, "t", e); !errors.Is(err, ledger.ErrConflict) {
+			t.Errorf("outcome %+v of an earlier release's claim: got %q, %v, want ErrConflict", e, got, err)
+		}
+		e.Answers = nil
+		if got, err := r.Outcome(ctx, "t", e); err != nil || string(got) != "answer" {
+			t.Errorf("outcome %+v without answers of an earlier release's claim: got %q, %v, want answer", e, got, err)
+		}
+	}
+	admin.Set(ctx, stateKey, "1ashort", time.Minute)
+	if _, err := r.Outcome(ctx, "t", state); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("answers no release writes: got %v, want ErrUnavailable", err)
+	}
+	if err := r.Record(ctx, "t", state, []byte("answer")); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("record on answers no release writes: got %v, want ErrUnavailable", err)
+	}
+	admin.Set(ctx, stateKey, "1a"+string(ran[:]), time.Minute)
+	if _, err := r.Outcome(ctx, "t", state); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("answers and no outcome state: got %v, want ErrUnavailable", err)
+	}
+}
+
 // TestRedis_Evicting names a policy that may evict the ledger's keys, and
 // none for noeviction, Redis's default.
 func TestRedis_Evicting(t *testing.T) {
