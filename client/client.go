@@ -14,8 +14,10 @@
 // whose answer was lost on the way back gets that answer again instead of
 // ledger.ErrConsumed, and the tool acts once (README, "Recorded outcomes"):
 //
-//	opened, err := sc.Open(ctx, client.OpenRequest{..., RecordOutcome: true})
-//	// err: Rejected, or ErrInProgress (the first run goes on: "retry later")
+//	bind.Answers = ... // mcpdigest.Answers of the retry's inputResponses
+//	opened, err := sc.Open(ctx, client.OpenRequest{..., Request: bind, RecordOutcome: true})
+//	// err: Rejected (ErrOutcomeConflict among them: the state ran with other
+//	// answers), or ErrInProgress (the first run goes on: "retry later")
 //	if opened.Outcome != nil {
 //		// answer opened.Outcome as it is, without acting
 //	}
@@ -107,6 +109,14 @@ var (
 	// ErrAlreadyConsumed means the state opens once and was opened before
 	// (or, latest-only, a later round of its flow was). Rejected.
 	ErrAlreadyConsumed = ledger.ErrConsumed
+	// ErrOutcomeConflict means an Open with RecordOutcome presented a state
+	// that an earlier open consumed with other answers than the retry's
+	// (Binding.Answers; one of the two without any included): the outcome
+	// recorded for it answers other inputResponses, and is not given. The
+	// same retry is refused the same way: answer it without running the
+	// handler. It is ledger.ErrConflict, which wraps ErrAlreadyConsumed.
+	// Rejected.
+	ErrOutcomeConflict = ledger.ErrConflict
 	// ErrLedgerUnavailable means the one-time ledger could not answer, so
 	// the open was refused (fail closed); retry later.
 	ErrLedgerUnavailable = ledger.ErrUnavailable
@@ -146,7 +156,8 @@ var (
 
 // Rejected reports whether err means the request must be refused to the
 // MCP client (JSON-RPC invalid params, -32602): a state not authentic,
-// expired, another principal's, another request's, already consumed,
+// expired, another principal's, another request's, already consumed (by an
+// open with other answers too: ErrOutcomeConflict),
 // answered with other input keys than its round asked, or of a flow past
 // its deadline or out of rounds (from Open, or from a Seal that continues
 // it); or arguments whose member names differ only in case
@@ -222,6 +233,14 @@ type Binding struct {
 	// The bindings of client/gosdk fill it from the SDK's params. Seal
 	// ignores it.
 	Responded []string
+	// Answers is, on an Open with RecordOutcome, the answers digest of the
+	// retry's inputResponses (mcpdigest.Answers: 32 bytes; nil for none).
+	// The open that consumes the state keeps it, and a later open of the
+	// state with other answers, or none where it had some, fails with
+	// ErrOutcomeConflict instead of getting its outcome (README, "Recorded
+	// outcomes"). Digest the answers the handler acts on. The bindings of
+	// client/gosdk fill it from the SDK's params. Seal ignores it.
+	Answers []byte
 }
 
 // InputKeys returns the keys of an inputRequests or inputResponses object,
@@ -234,6 +253,26 @@ func InputKeys[M ~map[string]V, V any](m M) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Answers returns the answers digest of a retry's inputResponses as the
+// handler holds them decoded, for Binding.Answers: m encoded with
+// encoding/json, then digested by mcpdigest.Answers (FORMAT.md, "Recorded
+// outcomes"). A nil or empty map is the digest of no answers. Its error,
+// for values encoding/json refuses, wraps ErrInvalidArgument.
+func Answers[M ~map[string]V, V any](m M) ([]byte, error) {
+	var text []byte
+	if len(m) > 0 {
+		var err error
+		if text, err = json.Marshal(m); err != nil {
+			return nil, fmt.Errorf("%w: inputResponses: %v", ErrInvalidArgument, err)
+		}
+	}
+	d, err := mcpdigest.Answers(text)
+	if err != nil {
+		return nil, err
+	}
+	return d[:], nil
 }
 
 // ToolCall binds to a tools/call request: its tool name and its arguments
@@ -440,8 +479,10 @@ type OpenRequest struct {
 	// gets that answer (Opened.Outcome) instead of ledger.ErrConsumed
 	// (README, "Recorded outcomes"). Such a retry, while the first
 	// handler still runs, waits for its answer up to the context's
-	// deadline, then fails with ErrInProgress. It is ignored for other
-	// states, and by a sealer that keeps no outcomes.
+	// deadline, then fails with ErrInProgress; one whose Request.Answers
+	// are not those of the open that consumed the state fails with
+	// ErrOutcomeConflict at once. It is ignored for other states, and by a
+	// sealer that keeps no outcomes.
 	RecordOutcome bool
 }
 
@@ -475,7 +516,11 @@ func (c *Client) Open(ctx context.Context, r OpenRequest) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b, RecordOutcome: r.RecordOutcome}
+	if a := r.Request.Answers; a != nil && len(a) != len(sealer.Digest{}) {
+		return nil, fmt.Errorf("%w: answers of %d bytes, want 32 (client.Answers)", ErrInvalidArgument, len(a))
+	}
+	req := &sealerv1.OpenRequest{RequestState: r.State, Principal: r.Principal, Request: b, RecordOutcome: r.RecordOutcome,
+		Answers: r.Request.Answers}
 	if r.Request.Responded != nil {
 		req.Responded = &sealerv1.InputKeys{Keys: r.Request.Responded}
 	}

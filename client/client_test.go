@@ -39,6 +39,7 @@ func TestFromStatus(t *testing.T) {
 		sealerv1.Reason_REASON_PRINCIPAL_MISMATCH: true, sealerv1.Reason_REASON_REQUEST_MISMATCH: true,
 		sealerv1.Reason_REASON_ALREADY_CONSUMED: true, sealerv1.Reason_REASON_INPUT_MISMATCH: true,
 		sealerv1.Reason_REASON_FLOW_EXPIRED: true, sealerv1.Reason_REASON_FLOW_EXHAUSTED: true,
+		sealerv1.Reason_REASON_OUTCOME_CONFLICT: true,
 	}
 	values := sealerv1.Reason(0).Descriptor().Values()
 	for i := range values.Len() {
@@ -101,6 +102,9 @@ func TestFromStatus_CoreSentinels(t *testing.T) {
 		{"FLOW_EXPIRED", sealer.ErrFlowExpired},
 		{"FLOW_EXHAUSTED", sealer.ErrFlowExhausted},
 		{"ALREADY_CONSUMED", ledger.ErrConsumed},
+		{"OUTCOME_CONFLICT", ledger.ErrConflict},
+		{"OUTCOME_CONFLICT", ErrOutcomeConflict},
+		{"OUTCOME_CONFLICT", ErrAlreadyConsumed},
 		{"IN_PROGRESS", ledger.ErrPending},
 		{"IN_PROGRESS", ErrInProgress},
 		{"LEDGER_UNAVAILABLE", ledger.ErrUnavailable},

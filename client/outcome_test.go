@@ -14,6 +14,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/ledger"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/sealer"
 	"github.com/mcp-sealer/sealer/server"
 )
@@ -221,7 +222,7 @@ func TestClient_RecordOverEverySealersLimitRecordsNone(t *testing.T) {
 func TestEveryReasonHasAnErrorHere(t *testing.T) {
 	here := []error{ErrInvalidState, ErrExpired, ErrPrincipalMismatch, ErrRequestMismatch, ErrInputMismatch, ErrFlowExpired,
 		ErrFlowExhausted, ErrAlreadyConsumed, ErrLedgerUnavailable, ErrInvalidArgument, ErrUnauthenticated, ErrResourceExhausted,
-		ErrKeysUnavailable, ErrInProgress}
+		ErrKeysUnavailable, ErrInProgress, ErrOutcomeConflict}
 	values := sealerv1.Reason(0).Descriptor().Values()
 	for i := range values.Len() {
 		r := sealerv1.Reason(values.Get(i).Number())
@@ -236,5 +237,42 @@ func TestEveryReasonHasAnErrorHere(t *testing.T) {
 		if sentinel == nil || !found {
 			t.Errorf("%v: no error of package client stands for it", r)
 		}
+	}
+}
+
+// Issue 50, 5b: Binding.Answers goes on the wire as answers, as it is (none
+// for nil), and OUTCOME_CONFLICT comes back as ErrOutcomeConflict: a
+// rejection, which matches ErrAlreadyConsumed too.
+func TestClient_Answers(t *testing.T) {
+	fake := &outcomeSealer{open: &sealerv1.OpenResponse{Payload: []byte("p"), Recording: true}}
+	sc := dialFake(t, fake)
+	ctx := context.Background()
+	call := ToolCall("book", []byte(`{"flight":"LH1"}`))
+	if _, err := sc.Open(ctx, OpenRequest{State: "S", Principal: "alice", Request: call, RecordOutcome: true}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := mcpdigest.Answers([]byte(`{"seat":{"action":"accept","content":{"seat":"12A"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call.Answers = d[:]
+	if _, err := sc.Open(ctx, OpenRequest{State: "S", Principal: "alice", Request: call, RecordOutcome: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.opens[0].GetAnswers(); got != nil {
+		t.Errorf("answers sent without Answers: %x, want none", got)
+	}
+	if got := fake.opens[1].GetAnswers(); !bytes.Equal(got, d[:]) {
+		t.Errorf("answers sent: %x, want %x", got, d[:])
+	}
+	fake.err = mustStatus(t, codes.AlreadyExists, "OUTCOME_CONFLICT", "ledger: state already consumed by an open with other answers")
+	_, err = sc.Open(ctx, OpenRequest{State: "S", Principal: "alice", Request: call, RecordOutcome: true})
+	switch {
+	case !errors.Is(err, ErrOutcomeConflict) || !errors.Is(err, ErrAlreadyConsumed):
+		t.Errorf("got %v, want ErrOutcomeConflict, which is ErrAlreadyConsumed too", err)
+	case !Rejected(err):
+		t.Error("Rejected is false for OUTCOME_CONFLICT, want true: the state is refused")
+	case Reason(err) != "OUTCOME_CONFLICT":
+		t.Errorf("Reason %q, want OUTCOME_CONFLICT", Reason(err))
 	}
 }

@@ -50,7 +50,7 @@ func labelDomains() []string {
 		"-values", "transport=grpc,rest",
 		"-values", "what=tenants,tls",
 		// sealer_reloads_total's results, then sealer_outcomes_total's.
-		"-values", "result=ok,error,recorded,none,too_large,refused,record_failed,replayed,in_progress,unreadable",
+		"-values", "result=ok,error,recorded,none,too_large,refused,record_failed,replayed,in_progress,unreadable,conflict",
 	}
 }
 

@@ -235,7 +235,7 @@ func TestConsume_PayloadZeroedWhenTheLedgerRefuses(t *testing.T) {
 			s.now = func() time.Time { return now }
 			payload := []byte("the secret the caller must not get")
 			o := &sealer.Opened{Claims: sealer.Claims{ExpiresAt: now.Add(time.Second), OneTime: true}, Payload: payload}
-			if err := s.consume(context.Background(), "t", o, false); err == nil {
+			if err := s.consume(context.Background(), "t", o, nil, false); err == nil {
 				t.Fatal("got nil, want the ledger's refusal")
 			}
 			if !bytes.Equal(payload, make([]byte, len(payload))) {

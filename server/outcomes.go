@@ -35,6 +35,7 @@ const (
 	outcomeReplayed    = "replayed"      // a retry got a recorded outcome
 	outcomeInProgress  = "in_progress"   // a retry waited for it in vain
 	outcomeUnavailable = "unreadable"    // a retry found none it could give
+	outcomeConflict    = "conflict"      // a retry answered otherwise than the open that consumed its state
 )
 
 // recording reports whether an open of a state with these claims, asking
@@ -43,15 +44,17 @@ func (s *service) recording(req *sealerv1.OpenRequest) bool {
 	return req.GetRecordOutcome() && s.recorder != nil && s.cfg.OutcomeLimit > 0
 }
 
-// entryOf is the ledger entry an open of o consumes, asked about by o: its
-// flow's round for a latest-only flow, otherwise its id (see consume). The
-// ledger keeps a round's outcome for the state whose open claimed it, so
-// another state of that round (a fork) neither records nor reads it.
-func entryOf(o *sealer.Opened) ledger.Entry {
+// entryOf is the ledger entry an open of o consumes, asked about by o with
+// answers (nil for none): its flow's round for a latest-only flow,
+// otherwise its id (see consume). The ledger keeps a round's outcome for
+// the state whose open claimed it, so another state of that round (a fork)
+// neither records nor reads it, and gives it only to a retry with the
+// answers of that open (ledger.ErrConflict for any other).
+func entryOf(o *sealer.Opened, answers *sealer.Digest) ledger.Entry {
 	if f := o.Flow; f != nil && f.LatestOnly {
-		return ledger.Entry{ID: o.ID, Flow: f.ID, Round: f.Round}
+		return ledger.Entry{ID: o.ID, Flow: f.ID, Round: f.Round, Answers: answers}
 	}
-	return ledger.Entry{ID: o.ID}
+	return ledger.Entry{ID: o.ID, Answers: answers}
 }
 
 // entryUntil is how long the entry of o lives (see consume).
@@ -70,17 +73,19 @@ const (
 )
 
 // replay answers a retry of o, which a recording open consumed before, with
-// the outcome recorded for it. While the ledger says it is pending (the
-// first open's handler may still run) it reads again, parked (it holds no
-// in-flight slot meanwhile), until the caller's deadline is near: then
-// IN_PROGRESS. A state consumed with no outcome to give, a fork of the
-// state whose open claimed its round, or an outcome that does not open
-// for o is ALREADY_CONSUMED.
-func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened) (*sealerv1.OpenResponse, error) {
+// the outcome recorded for it, the retry's answers being answers.
+// While the ledger says it is pending (the first open's handler may still
+// run) it reads again, parked (it holds no in-flight slot meanwhile), until
+// the caller's deadline is near: then IN_PROGRESS. A retry whose answers
+// are not those of the open that consumed the state is OUTCOME_CONFLICT at
+// once. A state consumed with no outcome to give, a fork of the state whose
+// open claimed its round, or an outcome that does not open for o is
+// ALREADY_CONSUMED.
+func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened, answers *sealer.Digest) (*sealerv1.OpenResponse, error) {
 	clear(o.Payload)
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.outcome")
 	defer span.End()
-	e := entryOf(o)
+	e := entryOf(o, answers)
 	// The claim is at most OutcomeWait old, and the ledger says ErrConsumed
 	// once it is older with nothing recorded: a wait past that, by two
 	// polls, ends in one answer or the other.
@@ -111,6 +116,9 @@ func (s *service) replay(ctx context.Context, t *tenant.Tenant, o *sealer.Opened
 		case errors.Is(err, ledger.ErrGone):
 			result = outcomeUnavailable
 			return nil, ledger.ErrConsumed // consumed a moment ago, so it expired since
+		case errors.Is(err, ledger.ErrConflict):
+			result = outcomeConflict
+			return nil, err
 		case !errors.Is(err, ledger.ErrPending) && pause > replayPollFirst && ctx.Err() != nil:
 			// A read the caller's deadline cut short, after reads that found
 			// it pending (a late timer on a busy machine): still pending.
@@ -185,7 +193,7 @@ func (s *service) Record(ctx context.Context, req *sealerv1.RecordRequest) (*sea
 	if !o.OneTime && (o.Flow == nil || !o.Flow.LatestOnly) {
 		return nil, fmt.Errorf("%w: the state is neither one-time nor latest-only: no open consumed it", errBadRequest)
 	}
-	e, data := entryOf(o), req.GetOutcome()
+	e, data := entryOf(o, nil), req.GetOutcome()
 	result := outcomeRecorded
 	var blob []byte
 	switch {

@@ -11,6 +11,7 @@ import (
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/internal/testredis"
 	"github.com/mcp-sealer/sealer/ledger/redis"
+	"github.com/mcp-sealer/sealer/mcpdigest"
 	"github.com/mcp-sealer/sealer/server/internal/audit"
 	"github.com/mcp-sealer/sealer/server/internal/tenant"
 )
@@ -353,6 +354,81 @@ func TestOutcomes_R9_AForkNeverRecordsForTheRoundItsTwinOpened(t *testing.T) {
 				}
 				if resp, r := open(f2); r != "ALREADY_CONSUMED" || resp.GetOutcome() != nil {
 					t.Errorf("F2's open: got %s %q, want ALREADY_CONSUMED and no outcome", r, resp.GetOutcome().GetData())
+				}
+			})
+		})
+	}
+}
+
+// TestOutcomes_R9_ARetryWithOtherAnswersNeverGetsTheOutcome (issue 50, 5b):
+// a booking's round asks for a seat; its retry answering seat 12A opens the
+// state, recording, and its handler books 12A. A retry of that state
+// answering seat 1A passes every check of the state (the same principal,
+// request and input keys), but its answers are not those the handler ran
+// with: OUTCOME_CONFLICT, never "booked 12A", at once while the handler
+// still runs, and so is a retry that sends no answers. The control, a
+// retry with seat 12A, gets the outcome. A one-time state and a
+// latest-only round, on the embedded ledger and a real Redis.
+func TestOutcomes_R9_ARetryWithOtherAnswersNeverGetsTheOutcome(t *testing.T) {
+	seat := func(s string) string {
+		return `{"seat":{"action":"accept","content":{"seat":"` + s + `"}}}`
+	}
+	digest := func(t *testing.T, inputResponses string) []byte {
+		d, err := mcpdigest.Answers([]byte(inputResponses))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d[:]
+	}
+	for _, b := range recordingServices {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.new(t)
+			open := func(ctx context.Context, state, inputResponses string, answers []byte) (*sealerv1.OpenResponse, string) {
+				return flowCall(ctx, s, "Open", s.Open, &sealerv1.OpenRequest{RequestState: state, Principal: "alice",
+					Request: toolCall(t, prodArgs, `,"inputResponses":`+inputResponses), RecordOutcome: true, Answers: answers})
+			}
+			for _, kind := range []struct {
+				name string
+				seal func() string
+			}{
+				{"one-time", func() string {
+					resp, r := flowCall(context.Background(), s, "Seal", s.Seal, &sealerv1.SealRequest{Principal: "alice", Request: toolCall(t, prodArgs, ""), OneTime: true})
+					if r != "OK" {
+						t.Fatalf("seal: %s", r)
+					}
+					return resp.GetRequestState()
+				}},
+				{"latest-only round", func() string { return mustSealRound(t, s, flowReq("", true, "seat")).GetRequestState() }},
+			} {
+				t.Run(kind.name, func(t *testing.T) {
+					state := kind.seal()
+					if resp, r := open(context.Background(), state, seat("12A"), digest(t, seat("12A"))); r != "OK" || !resp.GetRecording() {
+						t.Fatalf("the open with seat 12A: got %s, recording %v; want OK, recording", r, resp.GetRecording())
+					}
+					// While the handler runs: a conflict, not a wait for the
+					// outcome (which would end IN_PROGRESS at this deadline).
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if resp, r := open(ctx, state, seat("1A"), digest(t, seat("1A"))); r != "OUTCOME_CONFLICT" || resp.GetOutcome() != nil {
+						t.Errorf("a retry with seat 1A while the handler runs: got %s %q, want OUTCOME_CONFLICT", r, resp.GetOutcome().GetData())
+					}
+					if r := record(s, state, []byte("booked 12A")); r != "OK" {
+						t.Fatalf("record: got %s, want OK", r)
+					}
+					for name, answers := range map[string][]byte{"seat 1A": digest(t, seat("1A")), "no answers": nil} {
+						if resp, r := open(context.Background(), state, seat("1A"), answers); r != "OUTCOME_CONFLICT" || resp.GetOutcome() != nil {
+							t.Errorf("a retry with %s: got %s %q, want OUTCOME_CONFLICT and no outcome", name, r, resp.GetOutcome().GetData())
+						}
+					}
+					if resp, r := open(context.Background(), state, seat("12A"), digest(t, seat("12A"))); r != "OK" || string(resp.GetOutcome().GetData()) != "booked 12A" {
+						t.Errorf("control, a retry with seat 12A: got %s %q, want OK, booked 12A", r, resp.GetOutcome().GetData())
+					}
+				})
+			}
+			t.Run("answers of another length", func(t *testing.T) {
+				state := mustSealRound(t, s, flowReq("", true, "seat")).GetRequestState()
+				if _, r := open(context.Background(), state, seat("12A"), make([]byte, 31)); r != "INVALID_ARGUMENT" {
+					t.Errorf("answers of 31 bytes: got %s, want INVALID_ARGUMENT", r)
 				}
 			})
 		})

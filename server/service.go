@@ -199,6 +199,10 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	if want.Principal == "" {
 		return nil, fmt.Errorf("%w: empty principal", errBadRequest)
 	}
+	answers, err := answersOf(req)
+	if err != nil {
+		return nil, err
+	}
 	want.Inputs = respondedInputs(req)
 	state := req.GetRequestState()
 	var o *sealer.Opened
@@ -212,9 +216,9 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	recording := false
 	if o.OneTime || o.Flow != nil && o.Flow.LatestOnly {
 		recording = s.recording(req)
-		if err := s.consume(ctx, t.Name, o, recording); err != nil {
+		if err := s.consume(ctx, t.Name, o, answers, recording); err != nil {
 			if recording && errors.Is(err, ledger.ErrConsumed) {
-				return s.replay(ctx, t, o)
+				return s.replay(ctx, t, o, answers)
 			}
 			return nil, err
 		}
@@ -228,6 +232,20 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 	}, nil
 }
 
+// answersOf is the answers digest the caller sent with req, nil for none
+// (FORMAT.md, "Recorded outcomes"). The sealer never computes it from the
+// params: the caller digests the answers its handler acts on.
+func answersOf(req *sealerv1.OpenRequest) (*sealer.Digest, error) {
+	a := req.GetAnswers()
+	switch len(a) {
+	case 0:
+		return nil, nil
+	case len(sealer.Digest{}):
+		return (*sealer.Digest)(a), nil
+	}
+	return nil, fmt.Errorf("%w: answers of %d bytes, want 32 or none", errBadRequest, len(a))
+}
+
 // consume records an opened state in the ledger: a one-time state under its
 // id (R6), a latest-round-only state under its flow, as its round (which
 // also opens each such state at most once). The entry outlives the last
@@ -238,8 +256,9 @@ func (s *service) Open(ctx context.Context, req *sealerv1.OpenRequest) (*sealerv
 // completes after the acceptance window is refused as expired (or flow
 // expired), never counted as a win. On any failure the payload is zeroed:
 // the caller gets none of it. With recording, the entry is claimed for the
-// outcome the caller will record (see replay).
-func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, recording bool) error {
+// outcome the caller will record (see replay), with the open's answers
+// (nil for none).
+func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, answers *sealer.Digest, recording bool) error {
 	ctx, span := s.trace.tracer.Start(ctx, "sealer.ledger.consume")
 	defer span.End()
 	start := time.Now()
@@ -247,7 +266,7 @@ func (s *service) consume(ctx context.Context, tenant string, o *sealer.Opened, 
 	switch f := o.Flow; {
 	case err != nil:
 	case recording:
-		err = s.recorder.Claim(ctx, tenant, entryOf(o), s.entryUntil(o), s.cfg.OutcomeWait)
+		err = s.recorder.Claim(ctx, tenant, entryOf(o, answers), s.entryUntil(o), s.cfg.OutcomeWait)
 	case f != nil && f.LatestOnly:
 		err = s.ledger.Advance(ctx, tenant, f.ID, f.Round, s.entryUntil(o))
 	default:

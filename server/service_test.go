@@ -161,13 +161,13 @@ func TestConsume_CallerGoneIsNotALedgerError(t *testing.T) {
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.consume(gone, "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
+	if err := s.consume(gone, "t", opened(), nil, false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("caller gone: got %v, want ErrUnavailable", err)
 	}
 	if n := counter(t, s.metrics, "sealer_ledger_errors_total"); n != 0 {
 		t.Fatalf("caller gone: sealer_ledger_errors_total = %v, want 0", n)
 	}
-	if err := s.consume(context.Background(), "t", opened(), false); !errors.Is(err, ledger.ErrUnavailable) {
+	if err := s.consume(context.Background(), "t", opened(), nil, false); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Fatalf("ledger down: got %v, want ErrUnavailable", err)
 	}
 	if n := counter(t, s.metrics, "sealer_ledger_errors_total"); n != 1 {

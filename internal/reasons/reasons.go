@@ -90,6 +90,7 @@ var Table = []Row{
 	{sealer.ErrInputMismatch, sealerv1.Reason_REASON_INPUT_MISMATCH, false},
 	{sealer.ErrFlowExpired, sealerv1.Reason_REASON_FLOW_EXPIRED, false},
 	{sealer.ErrFlowExhausted, sealerv1.Reason_REASON_FLOW_EXHAUSTED, false},
+	{ledger.ErrConflict, sealerv1.Reason_REASON_OUTCOME_CONFLICT, false}, // before ErrConsumed, which it wraps
 	{ledger.ErrConsumed, sealerv1.Reason_REASON_ALREADY_CONSUMED, false},
 	{ledger.ErrPending, sealerv1.Reason_REASON_IN_PROGRESS, false},
 	{ledger.ErrUnavailable, sealerv1.Reason_REASON_LEDGER_UNAVAILABLE, false},

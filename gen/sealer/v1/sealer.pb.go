@@ -76,6 +76,11 @@ const (
 	// The state was consumed by an open whose outcome is still being
 	// recorded (its handler still runs); retry with backoff.
 	Reason_REASON_IN_PROGRESS Reason = 15
+	// The state was consumed by an open with record_outcome whose answers
+	// (OpenRequest.answers) differ from the retry's: the outcome recorded
+	// for it answers other inputResponses, and is not given. The same retry
+	// gets the same refusal.
+	Reason_REASON_OUTCOME_CONFLICT Reason = 16
 )
 
 // Enum value maps for Reason.
@@ -97,6 +102,7 @@ var (
 		13: "REASON_FLOW_EXPIRED",
 		14: "REASON_FLOW_EXHAUSTED",
 		15: "REASON_IN_PROGRESS",
+		16: "REASON_OUTCOME_CONFLICT",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":        0,
@@ -115,6 +121,7 @@ var (
 		"REASON_FLOW_EXPIRED":       13,
 		"REASON_FLOW_EXHAUSTED":     14,
 		"REASON_IN_PROGRESS":        15,
+		"REASON_OUTCOME_CONFLICT":   16,
 	}
 )
 
@@ -583,6 +590,14 @@ type OpenRequest struct {
 	// while the first open's handler still runs (IN_PROGRESS when it waited
 	// in vain). Ignored for other states.
 	RecordOutcome bool `protobuf:"varint,5,opt,name=record_outcome,json=recordOutcome,proto3" json:"record_outcome,omitempty"`
+	// With record_outcome: the answers digest of the retry's inputResponses
+	// (FORMAT.md, "Recorded outcomes"): 32 bytes, or empty for none. The open
+	// that consumes the state keeps it with its claim, and a later open of
+	// that state whose answers differ from it (one of the two without any
+	// included) is OUTCOME_CONFLICT, never the outcome recorded for it. The
+	// sealer never computes it from request.params: the caller digests the
+	// answers its handler acts on. Other lengths are INVALID_ARGUMENT.
+	Answers       []byte `protobuf:"bytes,6,opt,name=answers,proto3" json:"answers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -650,6 +665,13 @@ func (x *OpenRequest) GetRecordOutcome() bool {
 		return x.RecordOutcome
 	}
 	return false
+}
+
+func (x *OpenRequest) GetAnswers() []byte {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
 }
 
 // OpenResponse returns what was sealed.
@@ -1036,13 +1058,14 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
-	"\x04flow\x18\x03 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\"\xd9\x01\n" +
+	"\x04flow\x18\x03 \x01(\v2\x0f.sealer.v1.FlowR\x04flow\"\xf3\x01\n" +
 	"\vOpenRequest\x12#\n" +
 	"\rrequest_state\x18\x01 \x01(\tR\frequestState\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12,\n" +
 	"\arequest\x18\x03 \x01(\v2\x12.sealer.v1.BindingR\arequest\x122\n" +
 	"\tresponded\x18\x04 \x01(\v2\x14.sealer.v1.InputKeysR\tresponded\x12%\n" +
-	"\x0erecord_outcome\x18\x05 \x01(\bR\rrecordOutcome\"\x8d\x02\n" +
+	"\x0erecord_outcome\x18\x05 \x01(\bR\rrecordOutcome\x12\x18\n" +
+	"\aanswers\x18\x06 \x01(\fR\aanswers\"\x8d\x02\n" +
 	"\fOpenResponse\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\x127\n" +
 	"\tissued_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bissuedAt\x129\n" +
@@ -1065,7 +1088,7 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"ReasonRule\x12\x1b\n" +
 	"\tgrpc_code\x18\x01 \x01(\x05R\bgrpcCode\x12\x18\n" +
 	"\arejects\x18\x02 \x01(\bR\arejects\x12\x1c\n" +
-	"\tretryable\x18\x03 \x01(\bR\tretryable*\xc7\x04\n" +
+	"\tretryable\x18\x03 \x01(\bR\tretryable*\xee\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x14REASON_INVALID_STATE\x10\x01\x1a\b\xfa\xcf\x18\x04\b\x03\x10\x01\x12\x1c\n" +
@@ -1084,7 +1107,8 @@ const file_sealer_v1_sealer_proto_rawDesc = "" +
 	"\x13REASON_FLOW_EXPIRED\x10\r\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12#\n" +
 	"\x15REASON_FLOW_EXHAUSTED\x10\x0e\x1a\b\xfa\xcf\x18\x04\b\t\x10\x01\x12 \n" +
 	"\x12REASON_IN_PROGRESS\x10\x0f\x1a\b\xfa\xcf\x18\x04\b\n" +
-	"\x18\x012\xb9\x01\n" +
+	"\x18\x01\x12%\n" +
+	"\x17REASON_OUTCOME_CONFLICT\x10\x10\x1a\b\xfa\xcf\x18\x04\b\x06\x10\x012\xb9\x01\n" +
 	"\x06Sealer\x127\n" +
 	"\x04Seal\x12\x16.sealer.v1.SealRequest\x1a\x17.sealer.v1.SealResponse\x127\n" +
 	"\x04Open\x12\x16.sealer.v1.OpenRequest\x1a\x17.sealer.v1.OpenResponse\x12=\n" +

@@ -44,7 +44,8 @@ type SealerClient interface {
 	// Open checks a requestState against the retry that presents it and returns
 	// its payload. A one-time state opens once; with record_outcome, a later
 	// retry of it that passes every other check gets the outcome recorded for
-	// it instead (FORMAT.md, "Recorded outcomes").
+	// it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+	// from those of the open that consumed it (OUTCOME_CONFLICT).
 	Open(ctx context.Context, in *OpenRequest, opts ...grpc.CallOption) (*OpenResponse, error)
 	// Record records the outcome of a state that an Open with record_outcome
 	// consumed: the answer the MCP server sent for it. The first Record of a
@@ -106,7 +107,8 @@ type SealerServer interface {
 	// Open checks a requestState against the retry that presents it and returns
 	// its payload. A one-time state opens once; with record_outcome, a later
 	// retry of it that passes every other check gets the outcome recorded for
-	// it instead (FORMAT.md, "Recorded outcomes").
+	// it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+	// from those of the open that consumed it (OUTCOME_CONFLICT).
 	Open(context.Context, *OpenRequest) (*OpenResponse, error)
 	// Record records the outcome of a state that an Open with record_outcome
 	// consumed: the answer the MCP server sent for it. The first Record of a

@@ -79,7 +79,7 @@ func New(ledgerTimeout time.Duration) *Set {
 		}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sealer_outcomes_total",
-			Help: "Recorded outcomes by tenant and result: recorded, none, too_large, refused, record_failed (Record); replayed, in_progress, unreadable (retries).",
+			Help: "Recorded outcomes by tenant and result: recorded, none, too_large, refused, record_failed (Record); replayed, in_progress, unreadable, conflict (retries).",
 		}, []string{"tenant", "result"}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sealer_ledger_swept_total",
@@ -228,7 +228,8 @@ func (m *Set) Unauthenticated(transport string) {
 }
 
 // Outcome counts what became of a recorded outcome (recorded, none,
-// too_large, refused, record_failed; replayed, in_progress, unreadable).
+// too_large, refused, record_failed; replayed, in_progress, unreadable,
+// conflict).
 func (m *Set) Outcome(tenant, result string) {
 	m.outcomes.WithLabelValues(tenant, result).Inc()
 }

@@ -24,6 +24,7 @@ class Reason(enum.IntEnum):
     FLOW_EXPIRED = 13
     FLOW_EXHAUSTED = 14
     IN_PROGRESS = 15
+    OUTCOME_CONFLICT = 16
 
     @classmethod
     def parse(cls, name: object) -> Reason:

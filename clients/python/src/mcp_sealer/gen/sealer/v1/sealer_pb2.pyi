@@ -87,6 +87,12 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     """The state was consumed by an open whose outcome is still being
     recorded (its handler still runs); retry with backoff.
     """
+    REASON_OUTCOME_CONFLICT: _Reason.ValueType  # 16
+    """The state was consumed by an open with record_outcome whose answers
+    (OpenRequest.answers) differ from the retry's: the outcome recorded
+    for it answers other inputResponses, and is not given. The same retry
+    gets the same refusal.
+    """
 
 class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper): ...
 
@@ -143,6 +149,12 @@ allows.
 REASON_IN_PROGRESS: Reason.ValueType  # 15
 """The state was consumed by an open whose outcome is still being
 recorded (its handler still runs); retry with backoff.
+"""
+REASON_OUTCOME_CONFLICT: Reason.ValueType  # 16
+"""The state was consumed by an open with record_outcome whose answers
+(OpenRequest.answers) differ from the retry's: the outcome recorded
+for it answers other inputResponses, and is not given. The same retry
+gets the same refusal.
 """
 Global___Reason: _TypeAlias = Reason  # noqa: Y015
 
@@ -385,6 +397,7 @@ class OpenRequest(_message.Message):
     REQUEST_FIELD_NUMBER: _builtins.int
     RESPONDED_FIELD_NUMBER: _builtins.int
     RECORD_OUTCOME_FIELD_NUMBER: _builtins.int
+    ANSWERS_FIELD_NUMBER: _builtins.int
     request_state: _builtins.str
     """The state exactly as the client sent it."""
     principal: _builtins.str
@@ -396,6 +409,15 @@ class OpenRequest(_message.Message):
     (OpenResponse.outcome) instead of ALREADY_CONSUMED, after waiting for it
     while the first open's handler still runs (IN_PROGRESS when it waited
     in vain). Ignored for other states.
+    """
+    answers: _builtins.bytes
+    """With record_outcome: the answers digest of the retry's inputResponses
+    (FORMAT.md, "Recorded outcomes"): 32 bytes, or empty for none. The open
+    that consumes the state keeps it with its claim, and a later open of
+    that state whose answers differ from it (one of the two without any
+    included) is OUTCOME_CONFLICT, never the outcome recorded for it. The
+    sealer never computes it from request.params: the caller digests the
+    answers its handler acts on. Other lengths are INVALID_ARGUMENT.
     """
     @_builtins.property
     def request(self) -> Global___Binding:
@@ -417,10 +439,11 @@ class OpenRequest(_message.Message):
         request: Global___Binding | None = ...,
         responded: Global___InputKeys | None = ...,
         record_outcome: _builtins.bool = ...,
+        answers: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request", "responded", b"responded"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["principal", b"principal", "record_outcome", b"record_outcome", "request", b"request", "request_state", b"request_state", "responded", b"responded"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers", "principal", b"principal", "record_outcome", b"record_outcome", "request", b"request", "request_state", b"request_state", "responded", b"responded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -76,7 +76,8 @@ class SealerServicer:
         """Open checks a requestState against the retry that presents it and returns
         its payload. A one-time state opens once; with record_outcome, a later
         retry of it that passes every other check gets the outcome recorded for
-        it instead (FORMAT.md, "Recorded outcomes").
+        it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+        from those of the open that consumed it (OUTCOME_CONFLICT).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

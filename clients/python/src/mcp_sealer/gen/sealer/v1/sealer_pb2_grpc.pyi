@@ -49,7 +49,8 @@ class SealerStub:
     """Open checks a requestState against the retry that presents it and returns
     its payload. A one-time state opens once; with record_outcome, a later
     retry of it that passes every other check gets the outcome recorded for
-    it instead (FORMAT.md, "Recorded outcomes").
+    it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+    from those of the open that consumed it (OUTCOME_CONFLICT).
     """
     Record: _grpc.UnaryUnaryMultiCallable[_sealer_pb2.RecordRequest, _sealer_pb2.RecordResponse]
     """Record records the outcome of a state that an Open with record_outcome
@@ -75,7 +76,8 @@ class SealerAsyncStub(SealerStub):
     """Open checks a requestState against the retry that presents it and returns
     its payload. A one-time state opens once; with record_outcome, a later
     retry of it that passes every other check gets the outcome recorded for
-    it instead (FORMAT.md, "Recorded outcomes").
+    it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+    from those of the open that consumed it (OUTCOME_CONFLICT).
     """
     Record: _aio.UnaryUnaryMultiCallable[_sealer_pb2.RecordRequest, _sealer_pb2.RecordResponse]  # type: ignore[assignment]
     """Record records the outcome of a state that an Open with record_outcome
@@ -110,7 +112,8 @@ class SealerServicer(metaclass=_abc_1.ABCMeta):
         """Open checks a requestState against the retry that presents it and returns
         its payload. A one-time state opens once; with record_outcome, a later
         retry of it that passes every other check gets the outcome recorded for
-        it instead (FORMAT.md, "Recorded outcomes").
+        it instead (FORMAT.md, "Recorded outcomes"), unless its answers differ
+        from those of the open that consumed it (OUTCOME_CONFLICT).
         """
 
     @_abc_1.abstractmethod
