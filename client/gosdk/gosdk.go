@@ -58,6 +58,13 @@
 //	}
 //	return result, nil, err
 //
+// The bindings carry the answers digest of the SDK's inputResponses
+// (client.Binding.Answers), so a retry answering otherwise than the open
+// that consumed its state (seat "1A" where the round booked "12A") is
+// refused, client.ErrOutcomeConflict, never given that open's answer:
+// InvalidParams answers it as OutcomeConflict (-32602, data.reason
+// "outcome_conflict").
+//
 // Record encodes the answer as the SDK sends it (a handler's error as a
 // result with IsError, a *jsonrpc.Error as that error): give a recording
 // tool's handler Out any, since the SDK adds a typed Out to the result
@@ -76,27 +83,37 @@ import (
 )
 
 // ToolCall binds to a tools/call request: its name and arguments as the SDK
-// received them, and the keys of its inputResponses (Binding.Responded; none
-// when it has none).
+// received them, and the keys and the answers digest of its inputResponses
+// (Binding.Responded and Binding.Answers; none when it has none).
 func ToolCall(p *mcp.CallToolParamsRaw) client.Binding {
-	b := client.ToolCall(p.Name, p.Arguments)
-	b.Responded = client.InputKeys(p.InputResponses)
-	return b
+	return responding(client.ToolCall(p.Name, p.Arguments), p.InputResponses)
 }
 
 // PromptGet binds to a prompts/get request: its name and arguments, and the
-// keys of its inputResponses.
+// keys and the answers digest of its inputResponses.
 func PromptGet(p *mcp.GetPromptParams) client.Binding {
-	b := client.PromptGet(p.Name, p.Arguments)
-	b.Responded = client.InputKeys(p.InputResponses)
-	return b
+	return responding(client.PromptGet(p.Name, p.Arguments), p.InputResponses)
 }
 
-// ResourceRead binds to a resources/read request: its uri, and the keys of
-// its inputResponses.
+// ResourceRead binds to a resources/read request: its uri, and the keys and
+// the answers digest of its inputResponses.
 func ResourceRead(p *mcp.ReadResourceParams) client.Binding {
-	b := client.ResourceRead(p.URI)
-	b.Responded = client.InputKeys(p.InputResponses)
+	return responding(client.ResourceRead(p.URI), p.InputResponses)
+}
+
+// responding returns b with the keys and the answers digest of a retry's
+// inputResponses as the SDK decoded them (client.Answers): the values the
+// handler acts on. Answers that do not encode (values set by hand that
+// encoding/json refuses; never the SDK's) leave a digest of no valid
+// length, which Open refuses (client.ErrInvalidArgument) rather than open
+// without one.
+func responding(b client.Binding, answers mcp.InputResponseMap) client.Binding {
+	b.Responded = client.InputKeys(answers)
+	d, err := client.Answers(answers)
+	if err != nil {
+		d = []byte{}
+	}
+	b.Answers = d
 	return b
 }
 
@@ -104,8 +121,12 @@ func ResourceRead(p *mcp.ReadResourceParams) client.Binding {
 // error for which client.Rejected is true, a rejected state or colliding
 // arguments (client.ErrNamesCollide): code -32602, as a bare
 // *jsonrpc.Error, which the Go SDK sends as a JSON-RPC error (a wrapped
-// error would become a tool result).
+// error would become a tool result). For client.ErrOutcomeConflict it is
+// OutcomeConflict's.
 func InvalidParams(err error) *jsonrpc.Error {
+	if errors.Is(err, client.ErrOutcomeConflict) {
+		return OutcomeConflict()
+	}
 	what := "invalid requestState: "
 	if errors.Is(err, client.ErrNamesCollide) {
 		what = "invalid params: "

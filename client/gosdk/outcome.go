@@ -134,3 +134,17 @@ func InProgress() *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request is still in progress: retry later",
 		Data: json.RawMessage(`{"reason":"in_progress"}`)}
 }
+
+// OutcomeConflict returns the JSON-RPC error an MCP server answers to a
+// retry whose state an earlier open consumed with other inputResponses
+// (client.ErrOutcomeConflict: seat "1A" where the round ran with "12A"):
+// -32602, as for any refused state, with the message "invalid
+// requestState: answered before for other inputResponses" and data
+// {"reason":"outcome_conflict"}, so that a client can tell it from other
+// refusals. The answer recorded for the state is never sent for it, and
+// the handler does not run: the client starts the request over.
+// InvalidParams answers it for client.ErrOutcomeConflict.
+func OutcomeConflict() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestState: answered before for other inputResponses",
+		Data: json.RawMessage(`{"reason":"outcome_conflict"}`)}
+}
