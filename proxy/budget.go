@@ -11,7 +11,8 @@ import (
 
 // A budget bounds the bytes the proxy holds at once (MaxBufferedBytes):
 // the request bodies it reads, the copies of them it forwards, the answers
-// it reads to seal a state and the SSE events it rewrites, each reserved
+// it reads to seal a state and the SSE events it rewrites, with the copies
+// made while it judges and seals them (budget_room.go), each reserved
 // before it is held and given back as soon as it is written or dropped, so
 // that memory is bounded by the budget however many readers are slow.
 //

@@ -99,8 +99,9 @@ type Config struct {
 	// room up to WriteTimeout, then the client gets the proxy's JSON-RPC
 	// error in its place. So the proxy's memory is bounded by them, not by
 	// the number of connections nor by how slowly clients read. An answer
-	// needs up to three times its size at once (read, sealed, kept to be
-	// recorded), within three quarters of the budget: give it at least five
+	// needs up to eleven times its size at once while it is read, judged,
+	// sealed and kept to be recorded (three times without a state, not
+	// recorded), within three quarters of the budget: give it at least 15
 	// times MaxResponseBytes.
 	MaxConcurrentRequests int
 	MaxBufferedBytes      int64

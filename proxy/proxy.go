@@ -434,7 +434,7 @@ func (p *Proxy) response(resp *http.Response) error {
 				} else {
 					x.keep(resp.StatusCode, data)
 				}
-				x.held.shrink(room - min(int64(len(x.answer)), room))
+				x.held.shrink(room - min(int64(cap(x.answer)), room))
 				return out
 			},
 			func(err error) []byte {
@@ -445,13 +445,19 @@ func (p *Proxy) response(resp *http.Response) error {
 				return append(append([]byte("data: "), p.failure(x, err)...), '\n', '\n')
 			})
 		x.events = p.buffered.reserve(kindResponse)
-		events.bounds = &eventBounds{ctx: ctx, held: x.events, wait: p.roomWait, room: p.sealRoom,
-			rc: x.rc, timeout: p.cfg.WriteTimeout, cut: p.metrics.cut.Inc}
+		events.bounds = &eventBounds{
+			ctx:     ctx,
+			held:    x.events,
+			wait:    p.roomWait,
+			room:    func(data []byte) int64 { return judgeRoom(len(data)) + p.sealRoom(data) },
+			rc:      x.rc,
+			timeout: p.cfg.WriteTimeout,
+			cut:     p.metrics.cut.Inc,
+		}
 		resp.Body = events
 		return nil
 	}
-	// Room for the message sealed (as for an SSE event) and the answer kept.
-	room := func(n int) int64 { return p.sealRoom(n) + p.keepRoom(x, n) }
+	room := func(n int) int64 { return judgeRoom(n) + p.keepRoom(x, n) }
 	data, err := p.readAnswer(ctx, resp, x.held, room)
 	resp.Body.Close()
 	switch {
@@ -465,6 +471,9 @@ func (p *Proxy) response(resp *http.Response) error {
 		p.hold(resp, x, data)
 		return nil
 	}
+	if err := x.held.grow(ctx, p.sealRoom(data), p.roomWait); err != nil {
+		return p.shed(resp, x, err)
+	}
 	msg, err := parseObject(data)
 	if err != nil {
 		return p.replace(resp, x, errUpstreamNotObject)
@@ -477,26 +486,12 @@ func (p *Proxy) response(resp *http.Response) error {
 	return nil
 }
 
-// keepRoom is the room to reserve for the answer x keeps to be recorded
-// from a message of n bytes: none when it keeps none.
-func (p *Proxy) keepRoom(x *exchange, n int) int64 {
-	if x.opened == nil || !x.opened.Recording || x.answer != nil {
-		return 0
-	}
-	return p.sealRoom(n)
-}
-
-// sealRoom is the room for a message of n bytes with its state sealed: a
-// sealed state is at most a third longer than the payload it holds (at
-// most MaxStateBytes), with a header of its own.
-func (p *Proxy) sealRoom(n int) int64 { return int64(n + p.cfg.MaxStateBytes/2 + 4<<10) }
-
 // hold makes data, which x.held reserves with the answer x keeps, the body
 // of resp: what it holds beyond them is given back, and the client gets
 // WriteTimeout to read it. Its bytes are given back once written or cut.
 func (p *Proxy) hold(resp *http.Response, x *exchange, data []byte) {
 	n := int64(cap(data))
-	x.held.resize(n + int64(len(x.answer)))
+	x.held.resize(n + int64(cap(x.answer)))
 	h := &heldBody{Reader: bytes.NewReader(data), p: p, held: x.held, n: n, rc: x.rc,
 		deadline: time.Now().Add(p.cfg.WriteTimeout)}
 	x.rc.SetWriteDeadline(h.deadline)

@@ -88,11 +88,9 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("no audience: the states of this proxy open at every proxy of its tenant in front of the same upstream URL; give --audience the server's name",
 			"upstream", cfg.Upstream)
 	}
-	if cfg.MaxBufferedBytes < 5*int64(cfg.MaxResponseBytes) {
-		// An answer needs up to three times its size at once (read, sealed,
-		// kept to be recorded) within three quarters of the budget.
-		log.Warn("max-buffered-bytes is under 5 times max-response-bytes: the largest answers may fail for want of room even when the proxy is idle",
-			"max_buffered_bytes", cfg.MaxBufferedBytes, "max_response_bytes", cfg.MaxResponseBytes)
+	if need := answerRoom(cfg.MaxResponseBytes, cfg.MaxStateBytes); need > cfg.MaxBufferedBytes-cfg.MaxBufferedBytes/4 {
+		log.Warn("max-buffered-bytes is under 15 times max-response-bytes: the largest answers may fail for want of room even when the proxy is idle",
+			"max_buffered_bytes", cfg.MaxBufferedBytes, "max_response_bytes", cfg.MaxResponseBytes, "largest_answer_needs", need)
 	}
 	log.Info("listening", "addr", l.Addr().String(), "admin", admin, "upstream", cfg.Upstream, "principal", cfg.Principal)
 	g, gctx := errgroup.WithContext(ctx)

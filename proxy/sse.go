@@ -45,7 +45,7 @@ type eventBounds struct {
 	ctx     context.Context
 	held    *reservation // the event's bytes
 	wait    time.Duration
-	room    func(n int) int64 // for n bytes of data rewritten
+	room    func(data []byte) int64 // to judge data and rewrite it
 	rc      *http.ResponseController
 	timeout time.Duration // to write one event
 	cut     func()        // a client cut off by timeout
@@ -257,9 +257,9 @@ func (e *eventReader) event() [][]byte {
 		joined = bytes.Join(data, []byte("\n"))
 		defer e.unreserve(n)
 	}
-	room := 0 // for the message rewritten
+	room := 0 // to judge the message and rewrite it
 	if e.bounds != nil {
-		room = int(e.bounds.room(len(joined)))
+		room = int(e.bounds.room(joined))
 	}
 	if err := e.reserve(room); err != nil {
 		return e.fail(err)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -63,7 +64,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "bound on reading a request body, from its headers on (408 past it)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "bound on writing one answer the proxy holds to be sealed, or one SSE event of it (never a whole stream): a client reading more slowly is cut off; also the longest an answer waits for room in max-buffered-bytes")
 	fs.IntVar(&cfg.MaxConcurrentRequests, "max-concurrent-requests", cfg.MaxConcurrentRequests, "requests served at once, streams included; past it 503 with Retry-After")
-	fs.Int64Var(&cfg.MaxBufferedBytes, "max-buffered-bytes", cfg.MaxBufferedBytes, "bytes held at once: request bodies (503 with Retry-After past it, before the body is read) and the answers and SSE events read to be sealed (which wait for room up to write-timeout, then fail); give at least 5 times max-response-bytes")
+	fs.Int64Var(&cfg.MaxBufferedBytes, "max-buffered-bytes", cfg.MaxBufferedBytes, "bytes held at once: request bodies (503 with Retry-After past it, before the body is read) and the answers and SSE events read to be sealed (which wait for room up to write-timeout, then fail); give at least 15 times max-response-bytes")
 	fs.BoolVar(&cfg.RecordOutcomes, "record-outcomes", cfg.RecordOutcomes, "keep the answer to a call whose one-time or latest-only state it consumed, and answer a retry of that state (its answer lost) with it, without calling the upstream again; false: such a retry is refused as consumed")
 	fs.StringVar(&cfg.Audience, "audience", "", "the upstream's name, bound into every state so that it opens in front of no other upstream (default: the upstream URL; give sidecars on loopback the server's name)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error (JSON lines on standard error)")
@@ -106,6 +107,13 @@ func run(args []string, stderr io.Writer) error {
 		if err := secretfile.Check(key); err != nil {
 			return err
 		}
+	}
+	// max-buffered-bytes bounds the bytes the proxy holds; the soft memory
+	// limit bounds the garbage the runtime lets pile up beside them, and
+	// leaves 48 MiB to the rest (connections, the runtime). GOMEMLIMIT, when
+	// set, is the runtime's own.
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(cfg.MaxBufferedBytes + 48<<20)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
