@@ -163,6 +163,7 @@ def test_reasons_parse_as_the_sealer_sends_them() -> None:
     assert rejected == {
         Reason.INVALID_STATE, Reason.EXPIRED, Reason.PRINCIPAL_MISMATCH, Reason.REQUEST_MISMATCH,
         Reason.ALREADY_CONSUMED, Reason.INPUT_MISMATCH, Reason.FLOW_EXPIRED, Reason.FLOW_EXHAUSTED,
+        Reason.OUTCOME_CONFLICT,
     }  # fmt: skip
     # UNSPECIFIED is retried only for a cause that may pass (unreachable, a deadline);
     # IN_PROGRESS is a retry whose answer a later retry gets.

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError, _answers, rest_client
+from mcp_sealer import Opened, Outcome, Reason, Recorded, Sealed, SealerError, _answers, answers_digest, rest_client
 from mcp_sealer._client import LoopBound, opened_of, recorded_of
 from mcp_sealer._grpc import from_grpc
 from mcp_sealer._rest import _grpc_timeout, from_rest
 from mcp_sealer.gen.sealer.v1 import sealer_pb2 as pb
-from mcp_sealer.mcp import REQUEST_IN_PROGRESS, SealedRequestState
+from mcp_sealer.mcp import OUTCOME_CONFLICT, REQUEST_IN_PROGRESS, SealedRequestState
 
 NOW = dt.datetime.now(dt.timezone.utc)
 PROTOCOL = "2026-07-28"
@@ -384,3 +384,86 @@ async def test_rest_record_and_open_on_the_wire() -> None:
     assert (record.headers["grpc-timeout"], open_.headers["grpc-timeout"]) == ("2500m", "3000m")
     # Below a millisecond it rounds up: a deadline the gateway can keep.
     assert _grpc_timeout(0.0004) == "1m"
+
+
+# Answers: a retry with other inputResponses (issue 50, 5b).
+
+
+async def test_every_recording_open_sends_the_answers_digest_of_its_input_responses() -> None:
+    sealer = RecordingSealer()
+    mw = middleware(sealer)
+    await mw(retry(), Handler(PAID))
+    # The same answers with a _meta of the response's own: the same digest.
+    traced = {"confirm": {**CONFIRM["confirm"], "_meta": {"io.example/trace": "t-2"}}}
+    await mw(ctx({"_meta": META, "name": "pay", "arguments": {"to": "bob"}, "inputResponses": traced, "requestState": STATE}), Handler(PAID))
+    await mw(ctx({"_meta": META, "name": "pay", "arguments": {"to": "bob"}, "requestState": STATE}), Handler(PAID))
+    await mw.flush()
+    assert [o["answers"] for o in sealer.opens] == [answers_digest(CONFIRM), answers_digest(CONFIRM), answers_digest(None)]
+    assert answers_digest(CONFIRM) != answers_digest({"confirm": {"action": "accept", "content": {"ok": False}}})
+    # Switched off, no outcome is asked for, and no answers are sent.
+    sealer = RecordingSealer()
+    await middleware(sealer, record_outcomes=False)(retry(), Handler(PAID))
+    assert sealer.opens[0]["answers"] is None
+
+
+async def test_outcome_conflict_is_answered_as_such_never_run_never_retried(caplog: pytest.LogCaptureFixture) -> None:
+    sealer, handler = RecordingSealer(), Handler(PAID)
+    sealer.open_error = SealerError(Reason.OUTCOME_CONFLICT, "sealer: ledger: answered otherwise", 6)
+    with caplog.at_level(logging.INFO, logger="mcp_sealer.mcp"), pytest.raises(MCPError) as e:
+        await middleware(sealer)(retry(), handler)
+    want = (-32602, "invalid requestState: answered before for other inputResponses", {"reason": OUTCOME_CONFLICT})
+    assert (e.value.code, e.value.message, e.value.data) == want
+    assert OUTCOME_CONFLICT == "outcome_conflict"
+    assert handler.runs == 0 and len(sealer.opens) == 1 and sealer.records == []
+    assert "OUTCOME_CONFLICT" in caplog.text and STATE not in caplog.text
+
+
+async def test_input_responses_with_no_answers_digest_are_refused_before_the_sealer() -> None:
+    sealer, handler = RecordingSealer(), Handler(PAID)
+    lone = {"confirm": {"action": "accept", "content": {"note": "\ud800"}}}
+    with pytest.raises(MCPError) as e:
+        await middleware(sealer)(ctx({"_meta": META, "name": "pay", "arguments": {"to": "bob"}, "inputResponses": lone, "requestState": STATE}), handler)
+    assert (e.value.code, e.value.data) == (-32602, {"reason": "invalid_request_state"})
+    assert sealer.opens == [] and handler.runs == 0
+
+
+def test_outcome_conflict_over_both_transports_is_a_rejection_never_retried() -> None:
+    info = error_details_pb2.ErrorInfo(reason="OUTCOME_CONFLICT", domain="sealer.mcp")
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=grpc.StatusCode.ALREADY_EXISTS.value[0], message="sealer: conflict", details=[detail])
+
+    class Err(grpc.aio.AioRpcError):
+        def __init__(self) -> None:
+            super().__init__(
+                grpc.StatusCode.ALREADY_EXISTS,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString())),
+                details="sealer: conflict",
+            )
+
+    rest_info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "OUTCOME_CONFLICT", "domain": "sealer.mcp"}
+    rest = {"code": 6, "message": "sealer: conflict", "details": [rest_info]}
+    for e in (from_grpc(Err()), from_rest(409, rest)):
+        assert e.reason is Reason.OUTCOME_CONFLICT and e.rejected and not e.retryable and not e.unavailable, repr(e)
+
+
+async def test_answers_on_the_wire() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"issuedAt": "2030-01-01T00:00:00Z", "expiresAt": "2030-01-01T00:00:00Z", "recording": True})
+
+    client = rest_client("http://127.0.0.1:7080")
+    client._http = LoopBound(lambda: httpx.AsyncClient(base_url="http://127.0.0.1:7080", transport=httpx.MockTransport(answer)))
+    digest = answers_digest(CONFIRM)
+    async with client:
+        await client.open(STATE, principal="alice", request=b"\x00" * 32, record_outcome=True, answers=digest)
+        await client.open(STATE, principal="alice", request=b"\x00" * 32, record_outcome=True)
+        for bad in (b"", b"\x00" * 31, digest.hex()):
+            with pytest.raises(SealerError, match="32-byte"):
+                await client.open(STATE, principal="alice", request=b"\x00" * 32, record_outcome=True, answers=bad)  # type: ignore[arg-type]
+    with_answers, without = (json.loads(r.content) for r in seen)
+    assert with_answers["answers"] == base64.b64encode(digest).decode() and "answers" not in without
+    assert len(seen) == 2, "an open with a malformed digest was sent"

@@ -21,6 +21,7 @@ either is a ``SealerClient``.
 from __future__ import annotations
 
 from . import _grpc, _rest
+from ._answers_digest import answers_digest, answers_digest_json
 from ._client import (
     DEFAULT_TIMEOUT,
     Binding,
@@ -62,6 +63,8 @@ __all__ = [
     "SealerClient",
     "SealerError",
     "Token",
+    "answers_digest",
+    "answers_digest_json",
     "check_param_name",
     "flow_after",
     "grpc_client",

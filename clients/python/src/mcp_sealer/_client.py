@@ -213,6 +213,7 @@ class SealerClient:
         request: Binding,
         responded: Sequence[str] | None = None,
         record_outcome: bool = False,
+        answers: bytes | None = None,
         timeout: float | None = None,
     ) -> Opened:
         """Checks a state against the retry presenting it and returns what was sealed;
@@ -222,8 +223,14 @@ class SealerClient:
         is kept for an outcome (``Opened.recording``: the caller records it
         with ``record``), and a later retry of it that passes every check gets
         that outcome (``Opened.outcome``) instead of ALREADY_CONSUMED, or
-        IN_PROGRESS when it waited for it in vain. Ignored for other states."""
-        res = await self._open(open_request_proto(request_state, principal, request, responded, record_outcome), timeout)
+        IN_PROGRESS when it waited for it in vain. Ignored for other states.
+
+        ``answers``: with ``record_outcome``, the answers digest of the
+        retry's inputResponses (``answers_digest``, 32 bytes; None sends
+        none). The open that consumes the state keeps it, and a later open
+        with other answers, or with none where it had some and the reverse,
+        is OUTCOME_CONFLICT (rejected), never given the outcome."""
+        res = await self._open(open_request_proto(request_state, principal, request, responded, record_outcome, answers), timeout)
         return opened_of(res, request_state)
 
     async def record(self, request_state: str, outcome: bytes, *, timeout: float | None = None) -> Recorded:
@@ -329,8 +336,14 @@ def seal_request_proto(principal: str, request: Binding, payload: bytes, ttl: fl
     return msg
 
 
-def open_request_proto(request_state: str, principal: str, request: Binding, responded: Sequence[str] | None, record_outcome: bool = False) -> pb.OpenRequest:
+def open_request_proto(
+    request_state: str, principal: str, request: Binding, responded: Sequence[str] | None, record_outcome: bool = False, answers: bytes | None = None
+) -> pb.OpenRequest:
     msg = pb.OpenRequest(request_state=request_state, principal=principal, request=binding_proto(request), record_outcome=record_outcome)
+    if answers is not None:
+        if not isinstance(answers, bytes) or len(answers) != 32:
+            raise invalid_argument("answers is a 32-byte answers digest")
+        msg.answers = answers
     keys = _keys_proto(responded, "responded")
     if keys is not None:
         msg.responded.CopyFrom(keys)

@@ -68,8 +68,9 @@ class SealerError(Exception):
     @property
     def rejected(self) -> bool:
         """The state is refused: not authentic, expired, another principal's or request's,
-        already consumed, answered with other input keys than its round asked, or of a
-        flow past its deadline or out of rounds."""
+        already consumed (OUTCOME_CONFLICT too: by an open whose inputResponses were
+        other than this retry's), answered with other input keys than its round asked,
+        or of a flow past its deadline or out of rounds."""
         return self.reason in _REJECTIONS
 
     @property

@@ -40,7 +40,12 @@ its round. What the MCP client sees of a failure, with ``data.reason``:
   ``sealer_misconfigured``, at once;
 - a retry that came while the handler of the state's first open still ran,
   and waited for its answer in vain: -32603 "Request still in progress",
-  ``in_progress`` (retry later: the answer will be there).
+  ``in_progress`` (retry later: the answer will be there);
+- a retry of a state whose open ran the handler with other
+  ``inputResponses`` (the sealer's OUTCOME_CONFLICT): -32602 "invalid
+  requestState: answered before for other inputResponses",
+  ``outcome_conflict`` (start over: the recorded answer is not this
+  retry's).
 
 Neither the sealer's address, nor its message, nor its reason reaches the MCP
 client: each failure is logged once on this module's logger, with the
@@ -56,7 +61,12 @@ adapter), is then recorded in the background: a failed
 record is logged and never holds up or changes the answer. A retry of that
 state that passes every check (the same principal, request and input keys)
 is answered with the recorded answer under its own id, and the handler does
-not run again; any other retry is refused as before.
+not run again; any other retry is refused as before. Every open sends the
+answers digest of the retry's ``inputResponses`` as received (``_meta`` of
+each response aside: FORMAT.md, "The answers digest"), so that a retry
+answering otherwise than the open that ran the handler (round 2 of a booking
+retried with seat "1A" after it booked "12A") is refused with
+``outcome_conflict``, never given that answer.
 
 Lifetime: the client is built anywhere, at import time included, and binds
 to the running event loop on first use (``SealerClient``);
@@ -92,6 +102,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS, is_input_required, parse_c
 from pydantic import BaseModel, ValidationError
 
 from . import _answers
+from ._answers_digest import answers_digest
 from ._client import Opened, Outcome, SealerClient, flow_after, input_keys
 from ._digest import look_alike, request_digest
 from ._errors import DEADLINE, Reason, SealerError
@@ -99,6 +110,7 @@ from ._errors import DEADLINE, Reason, SealerError
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_DEADLINE",
+    "OUTCOME_CONFLICT",
     "REQUEST_IN_PROGRESS",
     "RESERVED_PREFIX",
     "SEALER_MISCONFIGURED",
@@ -205,6 +217,9 @@ SEALER_MISCONFIGURED = "sealer_misconfigured"
 #: ``data.reason`` of the -32603 answered to a retry that came while the
 #: handler of its state's first open still ran (the sealer's IN_PROGRESS).
 REQUEST_IN_PROGRESS = "in_progress"
+#: ``data.reason`` of the -32602 answered to a retry whose state an open
+#: consumed with other inputResponses (the sealer's OUTCOME_CONFLICT).
+OUTCOME_CONFLICT = "outcome_conflict"
 
 
 class _Failed(MCPError):
@@ -282,8 +297,10 @@ class SealedRequestState:
     its own).
     ``record_outcomes`` (default True) records the answer to every state that
     opens once (one-time, or a latest-only round) so that a retry of it gets
-    the same answer, the handler not run again; False opens without, and a
-    retry of a state consumed is refused (ALREADY_CONSUMED).
+    the same answer, the handler not run again, unless its inputResponses
+    differ from those the handler ran with (``OUTCOME_CONFLICT``); False
+    opens without, and a retry of a state consumed is refused
+    (ALREADY_CONSUMED).
     ``attempts`` and ``backoff_seconds`` shape the retries of a failure that
     may pass (``SealerError.retryable``) within it. ``check_at_start``: see
     ``check``.
@@ -452,6 +469,14 @@ class SealedRequestState:
             _reject(ctx.method, "a requestState that is not an ASCII string")
         self._check_params(ctx, params)
         principal = await self._principal_of(ctx, round_, lambda why: _reject(ctx.method, why))
+        answers = None
+        if self._record_outcomes:
+            # The answers the handler acts on: the inputResponses its params
+            # are made from, as received.
+            try:
+                answers = answers_digest(params.get("inputResponses"))
+            except SealerError as e:
+                _reject(ctx.method, f"inputResponses the answers digest refuses ({e})")
         try:
             return await self._retrying(
                 lambda timeout: self.sealer.open(
@@ -460,10 +485,16 @@ class SealedRequestState:
                     request=digest,
                     responded=input_keys(params.get("inputResponses")),
                     record_outcome=self._record_outcomes,
+                    answers=answers,
                     timeout=timeout,
                 )
             )
         except SealerError as e:
+            if e.reason is Reason.OUTCOME_CONFLICT:
+                logger.warning("requestState open on %s: answered before for other inputResponses (OUTCOME_CONFLICT); answered outcome_conflict", ctx.method)
+                raise MCPError(
+                    code=INVALID_PARAMS, message="invalid requestState: answered before for other inputResponses", data={"reason": OUTCOME_CONFLICT}
+                ) from None
             # INVALID_ARGUMENT on an open is the state's own fault (its size,
             # its encoding): the client's to start over, never a sealer fault.
             if e.rejected or e.reason is Reason.INVALID_ARGUMENT:
