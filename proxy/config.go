@@ -74,6 +74,12 @@ type Config struct {
 	// such a retry is refused as consumed.
 	RecordOutcomes bool
 
+	// SpecGate says what the proxy does with an upstream's answer that
+	// breaks an MRTR server rule (gate.go): SpecGateEnforce (the default:
+	// replaced by a JSON-RPC error) or SpecGateReport (logged, counted and
+	// forwarded). Either way the proxy reads the answer to every request.
+	SpecGate string
+
 	// MaxRequestBytes caps a request body; MaxResponseBytes a JSON response
 	// body and an SSE event that the proxy reads to seal a state;
 	// MaxStateBytes the state an upstream emits (at most sealer.MaxPayload).
@@ -202,7 +208,7 @@ func Defaults() Config {
 		PrincipalHeaderName:   "X-Sealer-Principal",
 		MaxRequestBytes:       4 << 20,
 		MaxResponseBytes:      4 << 20,
-		MaxStateBytes:         sealer.MaxPayload,
+		MaxStateBytes:         sealer.DefaultMaxPayload,
 		UpstreamHeaderTimeout: 60 * time.Second,
 		ReadHeaderTimeout:     10 * time.Second,
 		BodyTimeout:           10 * time.Second,
@@ -210,6 +216,7 @@ func Defaults() Config {
 		MaxConcurrentRequests: 1024,
 		MaxBufferedBytes:      64 << 20,
 		RecordOutcomes:        true,
+		SpecGate:              SpecGateEnforce,
 	}
 }
 
@@ -275,6 +282,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Policy.TTL < 0 {
 		bad("ttl %v: want 0 (the sealer's default) or more", c.Policy.TTL)
+	}
+	if c.SpecGate != SpecGateEnforce && c.SpecGate != SpecGateReport {
+		bad("spec-gate %q: want %s or %s", c.SpecGate, SpecGateEnforce, SpecGateReport)
 	}
 	switch c.Policy.Flows {
 	case "", FlowsLatestOnly, FlowsAnyRound, FlowsOff:

@@ -20,6 +20,7 @@ type metrics struct {
 	inflight prometheus.Gauge
 	buffered *prometheus.GaugeVec
 	cut      prometheus.Counter
+	spec     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -55,7 +56,11 @@ func newMetrics() *metrics {
 			Help: "Clients cut off for reading an answer or an SSE event more slowly than --write-timeout allows.",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.calls, m.outcomes, m.latency, m.inflight, m.buffered, m.cut,
+	m.spec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sealer_proxy_spec_violations_total",
+		Help: "Upstream answers that broke an MRTR server rule (input_required_method, nothing_asked, input_request_method, missing_capability), by action: refused (replaced by a JSON-RPC error) or reported (--spec-gate report: forwarded).",
+	}, []string{"rule", "action"})
+	m.registry.MustRegister(m.requests, m.calls, m.outcomes, m.latency, m.inflight, m.buffered, m.cut, m.spec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

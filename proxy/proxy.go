@@ -58,6 +58,12 @@
 // result sent elsewhere (on a GET stream, or replayed on resumption) passes
 // as it is, and its plain state is refused when it comes back.
 //
+// The MRTR server rules an upstream may break are held on the answer to
+// every request the proxy reads (gate.go, Config.SpecGate): an
+// InputRequiredResult only for the three methods, asking only by
+// elicitation, sampling or roots, of a kind the client declared, and
+// asking something.
+//
 // A round that asks input without a state gets a state of the proxy's own
 // (no payload), removed from the retry before the upstream sees it. Every
 // state is bound to the proxy's audience (Config.Audience), and a call's
@@ -70,9 +76,11 @@
 // What the proxy and the upstream could read differently is refused: a
 // batch, a body that is not one JSON object, a member named twice, a member
 // named like a JSON-RPC member or like requestState, name, arguments or uri
-// in another case or with '_' or '-' (decoders such as Go's encoding/json
-// match names regardless of case; pydantic models with camelCase aliases and
-// populate_by_name, as in the Python SDK, read request_state too), and on
+// in another case, with '_' or '-', or under NFKC and case folding
+// (mcpdigest.Fold; decoders such as Go's encoding/json match names
+// regardless of case; pydantic models with camelCase aliases and
+// populate_by_name, as in the Python SDK, read request_state too; others
+// fold names by str.casefold or NFKC), and on
 // the three methods a member named like inputResponses in another spelling.
 // Trailers, and other spellings of the headers the proxy owns or checks,
 // never reach the upstream.
@@ -85,6 +93,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -231,9 +240,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, id, refusal(re), http.StatusBadRequest, re)
 		return
 	}
-	if c.binding == nil {
+	if c.binding == nil && c.id == nil {
 		p.metrics.request(methodLabel(c.method), "passed")
-		p.forward(w, r, body)
+		p.forward(w, r, body) // a notification, or a response: no answer to judge
+		return
+	}
+	if c.binding == nil {
+		// The answer to any other request is read, for the spec's gate only.
+		x := &exchange{call: c, held: p.buffered.reserve(kindResponse), rc: http.NewResponseController(w)}
+		defer func() { x.held.release(); x.events.release() }()
+		p.metrics.request(methodLabel(c.method), "passed")
+		p.forward(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), body)
 		return
 	}
 	// A one-time round's answers come with its state: without one, they
@@ -552,8 +569,14 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 		return nil
 	}
 	result, err := parseObject(raw)
-	if err != nil || result.variant("requestState", "inputRequests") {
+	if err != nil || result.variant("requestState", "inputRequests", "resultType") {
 		return p.failure(x, errUpstreamResult)
+	}
+	if refused := p.judge(x, result); refused != nil {
+		return refused
+	}
+	if x.call.binding == nil {
+		return nil // the answer to another method: judged, never sealed
 	}
 	var state string
 	if st, ok := result.get("requestState"); ok && !bytes.Equal(st, []byte("null")) {
@@ -562,7 +585,7 @@ func (p *Proxy) sealMessage(ctx context.Context, x *exchange, msg *object) []byt
 		}
 	}
 	if len(state) > p.cfg.MaxStateBytes {
-		return p.failure(x, errStateTooLarge)
+		return p.failure(x, fmt.Errorf("%w: %d bytes, over --max-state-bytes %d", errStateTooLarge, len(state), p.cfg.MaxStateBytes))
 	}
 	asked, err := memberNames(result, "inputRequests")
 	if err != nil {

@@ -115,6 +115,10 @@ func newProxy(t *testing.T, up *upstream, s Sealer, edit func(*Config)) http.Han
 	t.Helper()
 	cfg := Defaults()
 	cfg.Upstream, cfg.Principal = up.URL+"/mcp", PrincipalBearer
+	// These upstreams ask by bare {} requests of clients that declare no
+	// capabilities; the gate, judged in gate_test.go and the e2e tests,
+	// reports them here.
+	cfg.SpecGate = SpecGateReport
 	if edit != nil {
 		edit(&cfg)
 	}
