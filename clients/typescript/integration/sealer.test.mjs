@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { connect, createServer } from "node:net";
 import { readFileSync } from "node:fs";
-import { createMcpHandler, inputRequired, McpServer } from "@modelcontextprotocol/server";
+import { acceptedContent, createMcpHandler, inputRequired, McpServer, ProtocolError } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { flowAfter, grpcClient, restClient, requestDigest, toolCall, SealerError, Reason } from "../dist/index.js";
 import { sealedRequestState } from "../dist/mcp.js";
@@ -254,6 +254,87 @@ for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_GRPC"], ["RE
     const paid = await post({ requestState: state, ...approved });
     assert.equal(paid.message.result?.content?.[0]?.text, "Paid 42", paid.body);
     assert.deepEqual(ran, ["ask", "pay"]);
+  });
+}
+
+// bookingServer is the official SDK's handler for one tool, book, behind
+// the codec: round 1 asks for a seat (a latest-only round, the default),
+// round 2 books the seat answered; its answers are recorded (the default).
+// booked lists the seats booked; post is mcpServer's, for book.
+function bookingServer(states) {
+  const booked = [];
+  const handle = states.fetch(
+    createMcpHandler(
+      () => {
+        const s = new McpServer({ name: "airline", version: "1" }, { requestState: { verify: states.verify } });
+        s.server.onerror = () => {};
+        s.registerTool("book", { inputSchema: z.object({ flight: z.string() }) }, async ({ flight }, ctx) => {
+          if (ctx.mcpReq.requestState() === undefined) {
+            const seat = inputRequired.elicit({ message: "Which seat?", requestedSchema: { type: "object", properties: { seat: { type: "string" } } } });
+            return states.inputRequired({ inputRequests: { seat }, payload: { flight } }, ctx);
+          }
+          const seat = acceptedContent(ctx.mcpReq.inputResponses, "seat")?.seat;
+          if (typeof seat !== "string") throw new ProtocolError(-32602, "no seat");
+          booked.push(seat);
+          return { content: [{ type: "text", text: `booked ${seat} on ${flight}, booking ${booked.length}` }] };
+        });
+        return s;
+      },
+      { legacy: "reject" },
+    ).fetch,
+  );
+  const post = async (extra = {}) => {
+    const params = {
+      _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } },
+      name: "book",
+      arguments: { flight: "LH 400" },
+      ...extra,
+    };
+    const res = await handle(
+      new Request("http://x/mcp", {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "book" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
+      }),
+    );
+    const body = await res.text();
+    return { body, message: JSON.parse(body) };
+  };
+  return { booked, post };
+}
+
+const outcomeConflict = { code: -32602, message: "invalid requestState: answered before for other inputResponses", data: { reason: "outcome_conflict" } };
+
+// Issue 50, 5b: round 2 of a booking runs with seat 12A and its answer is
+// lost; the client's retry of that round with seat 1A gets the conflict
+// error, never "booked 12A", and nothing is booked again. The control: the
+// retry with seat 12A (and one whose response carries a _meta of its own)
+// gets the recorded answer. The Go SDK's twin is
+// client/gosdk/conflict_test.go.
+for (const [name, make, addr] of [["gRPC", grpcClient, "SEALER_TEST_GRPC"], ["REST", restClient, "SEALER_TEST_REST"]]) {
+  test(`${name}: through the SDK, a retry with another seat gets outcome_conflict, never the recorded answer`, { skip }, async (t) => {
+    const c = make({ url: `http://${env[addr]}` });
+    t.after(() => c.close());
+    const seen = [];
+    const states = sealedRequestState({ sealer: c, anonymous: true, onError: (e, info) => seen.push([e, info]) });
+    const { booked, post } = bookingServer(states);
+    const round1 = (await post()).message;
+    assert.equal(round1.result?.resultType, "input_required", JSON.stringify(round1));
+    const withSeat = (seat, extra = {}) => ({ requestState: round1.result.requestState, inputResponses: { seat: { action: "accept", content: { seat }, ...extra } } });
+    const want = "booked 12A on LH 400, booking 1";
+    const first = await post(withSeat("12A"));
+    assert.equal(first.message.result?.content?.[0]?.text, want, first.body);
+    // That answer is lost on the way back; the client retries round 2, now
+    // with seat 1A.
+    const other = await post(withSeat("1A"));
+    assert.deepEqual(other.message, { jsonrpc: "2.0", id: 1, error: outcomeConflict }, `the retry with seat 1A: ${other.body}`);
+    assert.deepEqual(booked, ["12A"], "the handler ran for the retry with seat 1A");
+    assert.equal(seen.at(-1)?.[0].reasonName, "OUTCOME_CONFLICT");
+    for (const retry of [withSeat("12A"), withSeat("12A", { _meta: { "io.example/trace": "t-2" } })]) {
+      const again = await post(retry);
+      assert.equal(again.message.result?.content?.[0]?.text, want, again.body);
+    }
+    assert.deepEqual(booked, ["12A"]);
   });
 }
 

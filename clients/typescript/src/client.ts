@@ -140,6 +140,14 @@ export interface OpenRequest {
    * states. Default false (the codec sets it).
    */
   recordOutcome?: boolean;
+  /**
+   * With recordOutcome: the answers digest of the retry's inputResponses
+   * (answersDigest, 32 bytes; unset sends none). The open that consumes the
+   * state keeps it, and a later open with other answers, or with none where
+   * it had some and the reverse, is OUTCOME_CONFLICT (rejected), never given
+   * the outcome. The codec sets it.
+   */
+  answers?: Uint8Array;
 }
 
 /** An answer recorded for a consumed state: the bytes given to record, and when. */
@@ -305,7 +313,17 @@ export function openRequestProto(r: OpenRequest): PbOpenRequest {
     request: bindingProto(r.request),
     responded: inputKeysProto(r.responded, "responded"),
     recordOutcome: r.recordOutcome ?? false,
+    answers: answersProto(r.answers),
   });
+}
+
+/** The answers digest as sent: 32 bytes, or none. */
+function answersProto(answers: Uint8Array | undefined): Uint8Array {
+  if (answers === undefined) return new Uint8Array(0);
+  if (!(answers instanceof Uint8Array) || answers.length !== 32) {
+    throw new SealerError(Reason.INVALID_ARGUMENT, "sealer: invalid argument: answers is a 32-byte answers digest");
+  }
+  return answers;
 }
 
 /** The proto RecordRequest of a record, the same over gRPC and REST. */

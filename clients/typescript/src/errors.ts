@@ -90,9 +90,10 @@ export class SealerError extends Error {
 
   /**
    * The state is refused: not authentic, expired, another principal's or
-   * request's, already consumed, answered with other input keys than its
-   * round asked, or of a flow past its deadline or out of rounds (from
-   * open, or from a seal that continues it).
+   * request's, already consumed (OUTCOME_CONFLICT too: by an open whose
+   * inputResponses were other than this retry's), answered with other input
+   * keys than its round asked, or of a flow past its deadline or out of
+   * rounds (from open, or from a seal that continues it).
    */
   get rejected(): boolean {
     return rejections.has(this.reason);

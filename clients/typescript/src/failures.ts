@@ -3,7 +3,7 @@
 // never the sealer's address, message or credentials, which go to onError.
 import { Reason } from "./gen/sealer/v1/sealer_pb.js";
 import { SealerError } from "./errors.js";
-import { IN_PROGRESS_ERROR } from "./outcomes.js";
+import { IN_PROGRESS_ERROR, OUTCOME_CONFLICT_ERROR } from "./outcomes.js";
 
 /**
  * What the MCP client sees when a seal or an open fails because the sealer
@@ -46,9 +46,11 @@ export const SEALER_MISCONFIGURED_ERROR: AnswerError = Object.freeze({
  * client sent that failed with err, in place of the SDK's -32602; undefined
  * leaves the -32602: a refused state, INVALID_ARGUMENT (the state's or the
  * request's own fault: its size, its input keys), or anything that is not
- * a SealerError. IN_PROGRESS_ERROR only for a recording open.
+ * a SealerError. IN_PROGRESS_ERROR and OUTCOME_CONFLICT_ERROR (a refused
+ * state, told apart) only for a recording open.
  */
 export function openFailure(err: unknown, recording: boolean): AnswerError | undefined {
+  if (recording && err instanceof SealerError && err.reason === Reason.OUTCOME_CONFLICT) return OUTCOME_CONFLICT_ERROR;
   if (!(err instanceof SealerError) || err.rejected || err.reason === Reason.INVALID_ARGUMENT) return undefined;
   if (recording && err.reason === Reason.IN_PROGRESS) return IN_PROGRESS_ERROR;
   return err.unavailable ? SEALER_UNAVAILABLE_ERROR : SEALER_MISCONFIGURED_ERROR;

@@ -7,5 +7,6 @@ export { restClient, fromRest } from "./rest.js";
 export { toolCall, promptGet, resourceRead, defaultTimeoutMs, flowAfter, inputKeys } from "./client.js";
 export type { Binding, CallOptions, ClientOptions, Flow, FlowRequest, OpenRequest, Opened, Outcome, Recorded, RecordRequest, SealRequest, Sealed, SealerClient } from "./client.js";
 export { requestDigest, checkParamName, salientParams, MAX_DEPTH, MAX_VALUES } from "./digest.js";
+export { answersDigest, answersDigestOfJson } from "./answers.js";
 export type { JsonObject, JsonValue } from "./digest.js";
 export { SealerError, Reason, rejected, parseReason } from "./errors.js";

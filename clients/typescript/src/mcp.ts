@@ -36,10 +36,12 @@
 // accepts, may repeat an id with other arguments).
 //
 // Recorded outcomes (README, "Recorded outcomes"): verify opens the state
-// the client sent with record_outcome, and states.fetch, which sees both
-// the request and the answer, records the answer sent for a state that
-// open consumed, or answers a retry of it with the answer recorded before,
-// under the retry's id, without the SDK running the handler.
+// the client sent with record_outcome and the answers digest of its
+// inputResponses as received, and states.fetch, which sees both the
+// request and the answer, records the answer sent for a state that open
+// consumed, or answers a retry of it with the answer recorded before,
+// under the retry's id, without the SDK running the handler; a retry with
+// other inputResponses gets OUTCOME_CONFLICT_ERROR instead.
 //
 // The SDK answers whatever verify throws with its frozen -32602. For an
 // open of the state the client sent that failed for the sealer's sake (it
@@ -48,6 +50,7 @@
 // the MCP client tells an outage from a refused state.
 import { createHash } from "node:crypto";
 import type { InputRequests, InputRequiredResult, RequestStateCodec, ServerContext } from "@modelcontextprotocol/server";
+import { answersDigest } from "./answers.js";
 import { inputKeys } from "./client.js";
 import type { Flow, FlowRequest, Opened, SealerClient } from "./client.js";
 import { salientParams } from "./digest.js";
@@ -57,7 +60,7 @@ import { openFailure, SealFailed } from "./failures.js";
 import type { AnswerError } from "./failures.js";
 import { answerOf, answerThrough, NO_ANSWER } from "./outcomes.js";
 
-export { answerOf, IN_PROGRESS_ERROR, outcomeOf } from "./outcomes.js";
+export { answerOf, IN_PROGRESS_ERROR, OUTCOME_CONFLICT_ERROR, outcomeOf } from "./outcomes.js";
 export { SEALER_MISCONFIGURED, SEALER_MISCONFIGURED_ERROR, SEALER_UNAVAILABLE, SEALER_UNAVAILABLE_ERROR, SealFailed } from "./failures.js";
 export type { AnswerError } from "./failures.js";
 
@@ -175,11 +178,16 @@ export interface SealedRequestStateOptions {
    * the answer) gets the same answer under its own id, and the handler
    * does not run again; one that comes while the handler still runs waits
    * for it, within deadlineMs, then gets -32603 with data.reason
-   * "in_progress" (IN_PROGRESS_ERROR) and may retry. false opens as before:
+   * "in_progress" (IN_PROGRESS_ERROR) and may retry. Every such open sends
+   * the answers digest of the retry's inputResponses as received
+   * (answersDigest), so that a retry whose inputResponses differ from those
+   * the handler ran with gets -32602 with data.reason "outcome_conflict"
+   * (OUTCOME_CONFLICT_ERROR), never that answer. false opens as before:
    * such a retry is refused (-32602, ALREADY_CONSUMED). It needs a sealer
    * release with recorded outcomes on every replica: over REST an earlier
    * one refuses the open's new field (INVALID_ARGUMENT), so set false until
-   * then; over gRPC an earlier one ignores it.
+   * then (and the answers field: a release before OUTCOME_CONFLICT refuses
+   * it); over gRPC an earlier one ignores both.
    */
   recordOutcomes?: boolean;
 }
@@ -189,7 +197,9 @@ export type Op = "seal" | "open" | "record";
 
 /** The default onError: one line on the server's console. */
 export function logSealerError(err: SealerError, info: { op: Op; method: string }): void {
-  const kind = err.rejected || (info.op === "open" && err.reason === Reason.INVALID_ARGUMENT)
+  const kind = err.reason === Reason.OUTCOME_CONFLICT
+    ? "answered before for other inputResponses"
+    : err.rejected || (info.op === "open" && err.reason === Reason.INVALID_ARGUMENT)
     ? "refused"
     : err.reason === Reason.IN_PROGRESS
       ? "still in progress"
@@ -398,9 +408,18 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
       const record = recordOutcomes && sent;
       let o: Opened;
       try {
+        // The answers the handler acts on: the inputResponses its values
+        // are parsed from, as received. None the digest refuses is opened.
+        const answers = record ? answersDigest(Object.hasOwn(request.params, "inputResponses") ? request.params.inputResponses : undefined) : undefined;
         o = await retrying((call) =>
           opts.sealer.open(
-            { requestState: state, principal, request, ...(responded !== undefined && { responded }), ...(record && { recordOutcome: true }) },
+            {
+              requestState: state,
+              principal,
+              request,
+              ...(responded !== undefined && { responded }),
+              ...(record && { recordOutcome: true, answers }),
+            },
             call,
           ),
         );
@@ -408,8 +427,9 @@ export function sealedRequestState<T = unknown>(opts: SealedRequestStateOptions)
         // The SDK answers any throw here -32602 "Invalid or expired
         // requestState", its message frozen: the reason goes to onError.
         // states.fetch answers instead a -32603 that says the sealer
-        // failed (starting over would not help) or, for a retry that came
-        // too early, IN_PROGRESS_ERROR (it would not undo the first run).
+        // failed (starting over would not help), for a retry that came
+        // too early IN_PROGRESS_ERROR (it would not undo the first run), or
+        // for one with other inputResponses OUTCOME_CONFLICT_ERROR.
         report(err, "open", method);
         const error = sent ? openFailure(err, record) : undefined;
         if (error !== undefined) answers.set(req, { kind: "error", error });

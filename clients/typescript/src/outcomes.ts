@@ -15,6 +15,21 @@ export const IN_PROGRESS_ERROR = Object.freeze({
   data: Object.freeze({ reason: "in_progress" }),
 });
 
+/**
+ * The JSON-RPC error a retry gets when the state it carries was consumed
+ * by an open whose inputResponses were other than the retry's (the
+ * sealer's OUTCOME_CONFLICT: seat "1A" where the round ran with "12A"):
+ * -32602, as for any refused state, with data.reason "outcome_conflict",
+ * so that the client tells it from other refusals. The answer recorded
+ * for the state is never sent for it, and the handler does not run: the
+ * client starts over. As the Go adapter's gosdk.OutcomeConflict.
+ */
+export const OUTCOME_CONFLICT_ERROR = Object.freeze({
+  code: -32602,
+  message: "invalid requestState: answered before for other inputResponses",
+  data: Object.freeze({ reason: "outcome_conflict" }),
+});
+
 /** The outcome recorded when no answer went out: retries of its state are then refused at once. */
 export const NO_ANSWER = new Uint8Array(0);
 

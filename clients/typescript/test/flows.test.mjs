@@ -198,8 +198,6 @@ test("codec: round 1 starts a latest-only flow asking the inputRequests' keys; a
 });
 
 test("codec: the responded keys are the request's inputResponses as received, known or not", async () => {
-  const sealer = roundSealer();
-  const states = sealedRequestState({ sealer, principal: () => "p" });
   const cases = [
     [{ requestState: "R1" }, []],
     [{ requestState: "R1", inputResponses: {} }, []],
@@ -208,11 +206,23 @@ test("codec: the responded keys are the request's inputResponses as received, kn
     [{ requestState: "R1", inputResponses: [{ card: {} }] }, undefined],
     [{ requestState: "R1", inputResponses: "card" }, undefined],
   ];
-  for (const [extra, want] of cases) {
-    await inRequest(states, call(1, extra), (c) => states.verify("R1", c));
-    const open = sealer.calls.at(-1).req;
-    assert.deepEqual(open.responded, want, JSON.stringify(extra));
-    assert.equal("responded" in open, want !== undefined, JSON.stringify(extra));
+  for (const recordOutcomes of [false, true]) {
+    const sealer = roundSealer();
+    const states = sealedRequestState({ sealer, principal: () => "p", recordOutcomes, onError: () => {} });
+    for (const [extra, want] of cases) {
+      const opens = sealer.calls.length;
+      // Recording, inputResponses that are no object have no answers
+      // digest: refused before the sealer is asked, never opened without.
+      if (recordOutcomes && want === undefined && extra.inputResponses !== null) {
+        await assert.rejects(inRequest(states, call(1, extra), (c) => states.verify("R1", c)), (e) => e.reason === Reason.INVALID_ARGUMENT, JSON.stringify(extra));
+        assert.equal(sealer.calls.length, opens, JSON.stringify(extra));
+        continue;
+      }
+      await inRequest(states, call(1, extra), (c) => states.verify("R1", c));
+      const open = sealer.calls.at(-1).req;
+      assert.deepEqual(open.responded, want, JSON.stringify(extra));
+      assert.equal("responded" in open, want !== undefined, JSON.stringify(extra));
+    }
   }
 });
 

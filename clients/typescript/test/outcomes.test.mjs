@@ -13,8 +13,8 @@ import { ConnectError, Code } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { fromConnect, fromRest, grpcClient, parseReason, Reason, restClient, SealerError, toolCall } from "../dist/index.js";
-import { answerOf, IN_PROGRESS_ERROR, logSealerError, MAX_OUTCOME, outcomeOf, sealedRequestState } from "../dist/mcp.js";
+import { answersDigest, fromConnect, fromRest, grpcClient, parseReason, Reason, restClient, SealerError, toolCall } from "../dist/index.js";
+import { answerOf, IN_PROGRESS_ERROR, logSealerError, MAX_OUTCOME, OUTCOME_CONFLICT_ERROR, outcomeOf, sealedRequestState } from "../dist/mcp.js";
 import { OpenResponseSchema, OutcomeSchema, RecordResponseSchema, Sealer } from "../dist/gen/sealer/v1/sealer_pb.js";
 
 const utf8 = (s) => new TextEncoder().encode(s);
@@ -448,4 +448,94 @@ test("through the SDK: a next round the sealer could not seal goes out as the se
   assert.doesNotMatch(got.text, /"requestState":/);
   const rec = await sealer.recordedOnce;
   assert.equal(rec.outcome.length, 0, "recorded as none: the retry is refused, and the client starts over");
+});
+
+// Answers: a retry with other inputResponses (issue 50, 5b).
+
+test("OUTCOME_CONFLICT is the proto's reason 16: a refusal, never retried, over gRPC (ALREADY_EXISTS) and REST (409)", () => {
+  assert.equal(Reason.OUTCOME_CONFLICT, 16);
+  assert.equal(parseReason("OUTCOME_CONFLICT"), Reason.OUTCOME_CONFLICT);
+  const info = Uint8Array.from([0x0a, 16, ...Buffer.from("OUTCOME_CONFLICT"), 0x12, 10, ...Buffer.from("sealer.mcp")]);
+  const overGrpc = fromConnect(new ConnectError("sealer: ledger: answered otherwise", Code.AlreadyExists, undefined, [{ type: "google.rpc.ErrorInfo", value: info }]));
+  const overRest = fromRest(409, { code: 6, message: "sealer: ledger: answered otherwise", details: [{ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "OUTCOME_CONFLICT", domain: "sealer.mcp" }] });
+  for (const e of [overGrpc, overRest]) {
+    assert.equal(e.reasonName, "OUTCOME_CONFLICT");
+    assert.ok(e.rejected && !e.retryable && !e.unavailable && !e.misconfigured, e.why);
+  }
+});
+
+test("open sends the answers digest, 32 bytes or none, over gRPC and REST", async (t) => {
+  const { seen, clients } = await fakeSealers(t, (kind) =>
+    kind === "open" ? create(OpenResponseSchema, { issuedAt: timestampFromDate(at), expiresAt: timestampFromDate(at), recording: true }) : create(RecordResponseSchema, { keptUntil: timestampFromDate(at) }),
+  );
+  const answers = answersDigest({ approve: { action: "accept", content: { ok: true } } });
+  for (const [name, c] of Object.entries(clients)) {
+    seen.length = 0;
+    const req = { requestState: "R", principal: "alice", request: toolCall("pay", { amount: 1 }), recordOutcome: true };
+    await c.open({ ...req, answers });
+    await c.open(req);
+    for (const bad of [new Uint8Array(0), new Uint8Array(31), Buffer.from(answers).toString("hex")]) {
+      await assert.rejects(c.open({ ...req, answers: bad }), (e) => e instanceof SealerError && e.reason === Reason.INVALID_ARGUMENT && /32-byte/.test(e.message), name);
+    }
+    assert.equal(seen.length, 2, `${name}: an open with a malformed digest was sent`);
+    if (name === "REST") {
+      assert.equal(seen[0].body.answers, Buffer.from(answers).toString("base64"));
+      assert.equal("answers" in seen[1].body, false, "none unless given");
+    } else {
+      assert.deepEqual([...seen[0].msg.answers], [...answers]);
+      assert.equal(seen[1].msg.answers.length, 0);
+    }
+  }
+});
+
+test("through the SDK: every recording open sends the answers digest of the inputResponses as received", async () => {
+  const sealer = fake({ open: () => opened({ recording: true }) });
+  const { post } = serve(sealedRequestState({ sealer, anonymous: true }));
+  const traced = { requestState: "S", inputResponses: { approve: { ...retry.inputResponses.approve, _meta: { "io.example/trace": "t-2" } } } };
+  await post(21, retry);
+  await post(22, traced);
+  await post(23, { requestState: "S" });
+  const opens = sealer.calls.filter((c) => c.kind === "open").map((c) => c.req);
+  assert.deepEqual(opens.map((o) => Buffer.from(o.answers).toString("hex")), [retry.inputResponses, retry.inputResponses, undefined].map((r) => Buffer.from(answersDigest(r)).toString("hex")));
+  // Switched off, no outcome is asked for, and no answers are sent.
+  const off = fake({ open: () => opened() });
+  await serve(sealedRequestState({ sealer: off, anonymous: true, recordOutcomes: false })).post(24, retry);
+  assert.equal(off.calls[0].req.answers, undefined);
+  assert.equal(off.calls[0].req.recordOutcome, undefined);
+});
+
+for (const responseMode of [undefined, "sse"]) {
+  test(`through the SDK (${responseMode ?? "json"}): OUTCOME_CONFLICT is -32602 outcome_conflict, never retried, the handler not run`, async () => {
+    const conflict = new SealerError(Reason.OUTCOME_CONFLICT, "sealer: ledger: answered otherwise", 409);
+    const sealer = fake({ open: () => conflict });
+    const seen = [];
+    const states = sealedRequestState({ sealer, anonymous: true, onError: (e, info) => seen.push([e, info]) });
+    const { ran, post } = serve(states, { responseMode });
+    const got = await post(14, retry);
+    assert.deepEqual(ran, []);
+    assert.deepEqual(messageOf(got.text), { jsonrpc: "2.0", id: 14, error: { code: -32602, message: "invalid requestState: answered before for other inputResponses", data: { reason: "outcome_conflict" } } });
+    assert.deepEqual(OUTCOME_CONFLICT_ERROR, { code: -32602, message: "invalid requestState: answered before for other inputResponses", data: { reason: "outcome_conflict" } });
+    assert.equal(sealer.calls.length, 1, "tried once, recorded nothing");
+    assert.ok(seen.length === 1 && seen[0][0] === conflict);
+  });
+}
+
+test("through the SDK: inputResponses the answers digest refuses are -32602 before the sealer is asked", async () => {
+  const sealer = fake({ open: () => opened({ recording: true }) });
+  const seen = [];
+  const { ran, post } = serve(sealedRequestState({ sealer, anonymous: true, onError: (e, info) => seen.push([e, info]) }));
+  const lone = { requestState: "S", inputResponses: { approve: { action: "accept", content: { note: "\ud800" } } } };
+  // JSON.stringify sends it as the escape \ud800, which JSON.parse reads back lone.
+  const got = JSON.parse((await post(15, lone)).text);
+  assert.equal(got.error?.code, -32602, JSON.stringify(got));
+  assert.deepEqual(ran, []);
+  assert.equal(sealer.calls.length, 0);
+  assert.equal(seen[0]?.[0].reason, Reason.INVALID_ARGUMENT);
+});
+
+test("the default onError names the conflict, without the state", (t) => {
+  const lines = [];
+  t.mock.method(console, "error", (...a) => lines.push(a.join(" ")));
+  logSealerError(new SealerError(Reason.OUTCOME_CONFLICT, "sealer: ledger: answered otherwise", 409), { op: "open", method: "tools/call" });
+  assert.match(lines[0], /requestState open failed on tools\/call: answered before for other inputResponses: OUTCOME_CONFLICT/);
 });
