@@ -184,8 +184,9 @@ func sameAnswers(t *testing.T, urls []string, n, first int, tool, params string,
 // its answer is lost on the way back. The retry with the same state gets
 // the same answer, and 32 parallel retries 32 identical answers, while
 // the upstream ran the payment once. A retry by another principal, with
-// other arguments, or, where a flow binds them, other input keys or none is
-// refused (-32602), and its answer holds nothing of the payment's. Off
+// other arguments, other answers (OUTCOME_CONFLICT, issue 50), or, where a
+// flow binds them, other input keys or none is refused (-32602), and its
+// answer holds nothing of the payment's. Off
 // (--record-outcomes=false), the retry is refused as consumed.
 func TestOutcomes_Proxy_LostAnswerIsReplayed(t *testing.T) {
 	testenv.Lane(t, testenv.LaneShown)
@@ -227,6 +228,7 @@ func TestOutcomes_Proxy_LostAnswerIsReplayed(t *testing.T) {
 				{"other arguments", "alice-token", `{"amount":43}`, lostPayment.answers, "REQUEST_MISMATCH", false},
 				{"other input keys", "alice-token", lostPayment.args, acceptAnswer("refund", `{"ok":true}`), "INPUT_MISMATCH", true},
 				{"no input keys", "alice-token", lostPayment.args, "", "INPUT_MISMATCH", true},
+				{"other answers", "alice-token", lostPayment.args, acceptAnswer("approve", `{"ok":false}`), "OUTCOME_CONFLICT", false},
 			} {
 				if r.keys && !tc.keys {
 					continue
@@ -234,6 +236,9 @@ func TestOutcomes_Proxy_LostAnswerIsReplayed(t *testing.T) {
 				got, err := postToolCall(c.endpoint(), r.who, 3, lostPayment.tool, toolCallParams(lostPayment.tool, r.args, state, r.answers))
 				if err != nil || got.Error == nil || got.Error.Code != -32602 || strings.Contains(got.body, "Paid") || strings.Contains(got.body, "42.00") {
 					t.Errorf("%s: got %v (%q), %v; want -32602 without the lostPayment's answer", r.what, got, got.body, err)
+				}
+				if r.reason == "OUTCOME_CONFLICT" && (got.Error == nil || got.Error.Data.Reason != "outcome_conflict" || got.status != http.StatusConflict) {
+					t.Errorf("%s: got %v (%q); want HTTP 409 and data.reason outcome_conflict", r.what, got, got.body)
 				}
 				waitFor(t, r.what+": the sealer to log "+r.reason, 5*time.Second, func() bool {
 					return strings.Contains(s.logs.String(), `"reason":"`+r.reason+`"`)

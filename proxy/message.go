@@ -320,11 +320,20 @@ func parseCall(body []byte) (*call, error) {
 		return c, errInputsName
 	}
 	_, c.answered = c.params.get("inputResponses")
-	var responded []string
+	var answers []byte
+	var keys []string
 	if c.hasState {
-		if responded, err = memberNames(c.params, "inputResponses"); err != nil {
+		if keys, err = memberNames(c.params, "inputResponses"); err != nil {
 			return c, errInputs
 		}
+		// A retry of a recorded round gets its outcome only with the answers
+		// it ran with (FORMAT.md, "Recorded outcomes").
+		v, _ := c.params.get("inputResponses")
+		d, err := mcpdigest.Answers(v)
+		if err != nil {
+			return c, errInputs
+		}
+		answers = d[:]
 	}
 	// The params are text, so the digest's rules for text apply to the
 	// whole of them (FORMAT.md, "Request digest"), ignored members included.
@@ -339,7 +348,7 @@ func parseCall(body []byte) (*call, error) {
 		c.params.set(salient.Arguments, args)
 		c.rewritten = true
 	}
-	c.binding = &client.Binding{Digest: d[:], Responded: responded}
+	c.binding = &client.Binding{Digest: d[:], Responded: keys, Answers: answers}
 	return c, nil
 }
 

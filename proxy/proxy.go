@@ -377,6 +377,15 @@ func (p *Proxy) open(ctx context.Context, c *call, who string) (*client.Opened, 
 // retry of a call that still runs (IN_PROGRESS).
 func (p *Proxy) openFailed(w http.ResponseWriter, c *call, err error) {
 	reason := reasonOf(err)
+	if errors.Is(err, client.ErrOutcomeConflict) {
+		// Answered before with other inputResponses: the outcome is not this
+		// retry's, and the upstream is not called for it either.
+		p.log.Info("state refused", "method", c.method, "reason", reason)
+		p.metrics.request("refused", "state_"+reason)
+		writeJSON(w, http.StatusConflict, errorResponse(c.id, -32602, "invalid requestState: answered before for other inputResponses",
+			map[string]string{"reason": "outcome_conflict"}))
+		return
+	}
 	if client.Rejected(err) || errors.Is(err, client.ErrInvalidArgument) {
 		p.log.Info("state refused", "method", c.method, "reason", reason)
 		p.refuse(w, c.id, "state_"+reason, http.StatusBadRequest, &requestError{-32602, "invalid params: requestState rejected"})
