@@ -17,6 +17,7 @@ import (
 
 	sealerv1 "github.com/mcp-sealer/sealer/gen/sealer/v1"
 	"github.com/mcp-sealer/sealer/internal/testenv"
+	"github.com/mcp-sealer/sealer/sealer"
 )
 
 // startEcho runs bench/sealer-echo on free loopback ports and returns its
@@ -42,7 +43,7 @@ func TestEchoFloor_AnswersAsLargeAsTheSealer(t *testing.T) {
 	}
 	bases := map[string]string{"sealer": "http://" + p.HTTP, "echo": "http://" + echoHTTP}
 	binding := &sealerv1.Binding{Method: "tools/call", Params: mustStruct(t, weatherParams)}
-	for _, size := range []int{0, 1, 1024, 4000, 65536} {
+	for _, size := range []int{0, 1, 1024, 4000, sealer.DefaultMaxPayload} { // the largest the sealer seals by default
 		payload := make([]byte, size)
 		grpcSizes, restSizes := map[string][2]int{}, map[string][2]int{}
 		for name, c := range sealers {
