@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 // TestJudgeAnswer (issue 50): each MRTR server rule the proxy holds, an
 // answer breaking it, and answers that keep it.
@@ -90,6 +94,32 @@ func TestProxy_SpecGateReplacesTheAnswer(t *testing.T) {
 			t.Errorf("enforced: got %v after %d seals; want error %d for id 5, no seal", got, fs.seals, codeMissingCapability)
 		case gate == SpecGateReport && (e != nil || fs.seals != 1):
 			t.Errorf("reported: got %v after %d seals; want the answer, sealed", got, fs.seals)
+		}
+	}
+}
+
+// TestProxy_SpecGateLeavesNotificationsAndResponses: a notification and a
+// client's response to the server get the upstream's answer as it is, an
+// empty 202 of unknown length included: there is no answer to judge.
+func TestProxy_SpecGateLeavesNotificationsAndResponses(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		w.(http.Flusher).Flush() // no Content-Length: a length the proxy cannot know
+	}))
+	t.Cleanup(up.Close)
+	cfg := Defaults()
+	cfg.Upstream, cfg.Principal = up.URL+"/mcp", PrincipalAnonymous
+	p, err := New(cfg, &fakeSealer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":"s1","result":{"roots":[]}}`,
+	} {
+		resp, _ := post(p, body)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Errorf("%s: HTTP %d, want the upstream's 202", body, resp.StatusCode)
 		}
 	}
 }

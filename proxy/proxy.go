@@ -240,9 +240,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, id, refusal(re), http.StatusBadRequest, re)
 		return
 	}
-	if c.binding == nil && c.id == nil {
+	if c.binding == nil && (c.id == nil || c.method == "") {
 		p.metrics.request(methodLabel(c.method), "passed")
-		p.forward(w, r, body) // a notification, or a response: no answer to judge
+		p.forward(w, r, body) // a notification, or a client's response: no answer to judge
 		return
 	}
 	if c.binding == nil {
