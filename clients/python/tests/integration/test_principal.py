@@ -141,8 +141,10 @@ async def serving(server: MCPServer) -> AsyncIterator[str]:
     web = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
     task = asyncio.create_task(web.serve(sockets=[sock]))
     try:
+        deadline = asyncio.get_running_loop().time() + 30.0  # generous: a loaded machine
         while not web.started:
             assert not task.done(), f"the server did not start: {task.exception() if not task.cancelled() else 'cancelled'}"
+            assert asyncio.get_running_loop().time() < deadline, "the server did not start within 30 s"
             await asyncio.sleep(0.01)
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     finally:
