@@ -25,6 +25,9 @@ const (
 // the gate enforces them; nil otherwise. A broken rule is logged, with the
 // upstream named as at fault, and counted, here.
 func (p *Proxy) judge(x *exchange, result *object) []byte {
+	if !inputRequired(result) {
+		return nil // most answers: no need to read the call's capabilities
+	}
 	f := judgeAnswer(x.call.method, x.call.capabilities(), result)
 	if f == nil {
 		return nil
@@ -81,18 +84,7 @@ type capabilities map[string]bool
 // capabilities returns what the call's client declared.
 func (c *call) capabilities() capabilities {
 	declared := capabilities{}
-	if c.params == nil {
-		return declared
-	}
-	raw, ok := c.params.get("_meta")
-	if !ok {
-		return declared
-	}
-	meta, err := parseObject(raw)
-	if err != nil {
-		return declared
-	}
-	raw, ok = meta.get("io.modelcontextprotocol/clientCapabilities")
+	raw, ok := c.meta("io.modelcontextprotocol/clientCapabilities")
 	if !ok {
 		return declared
 	}

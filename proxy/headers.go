@@ -91,19 +91,28 @@ func checkHeaders(h http.Header, c *call) *requestError {
 // metaProtocolVersion is the protocol version the call's _meta names, ""
 // when none.
 func (c *call) metaProtocolVersion() string {
-	raw, ok := c.params.get("_meta")
-	if !ok {
-		return ""
-	}
-	meta, err := parseObject(raw)
-	if err != nil {
-		return ""
-	}
 	var v string
-	if raw, ok := meta.get("io.modelcontextprotocol/protocolVersion"); ok {
+	if raw, ok := c.meta("io.modelcontextprotocol/protocolVersion"); ok {
 		json.Unmarshal(raw, &v)
 	}
 	return v
+}
+
+// meta returns the member name of the call's params._meta, when params and
+// _meta are objects that have it.
+func (c *call) meta(name string) (json.RawMessage, bool) {
+	if c.params == nil {
+		return nil, false
+	}
+	raw, ok := c.params.get("_meta")
+	if !ok {
+		return nil, false
+	}
+	meta, err := parseObject(raw)
+	if err != nil {
+		return nil, false
+	}
+	return meta.get(name)
 }
 
 // target is the request's name or uri.
