@@ -160,7 +160,7 @@ func (o *object) variant(names ...string) bool {
 	for _, n := range o.names {
 		folded, dropped := looseForms(n)
 		for _, want := range names {
-			if n != want && (strings.EqualFold(folded, want) || strings.EqualFold(dropped, want)) {
+			if looseMatch(n, want, folded, dropped) {
 				return true
 			}
 		}
@@ -173,6 +173,12 @@ func (o *object) variant(names ...string) bool {
 // (mcpdigest.Fold) with every '_' and '-' dropped.
 func looseVariant(name, want string) bool {
 	folded, dropped := looseForms(name)
+	return looseMatch(name, want, folded, dropped)
+}
+
+// looseMatch is looseVariant of name, whose looseForms are folded and
+// dropped, computed once for every want.
+func looseMatch(name, want, folded, dropped string) bool {
 	return name != want && (strings.EqualFold(folded, want) || strings.EqualFold(dropped, want))
 }
 
