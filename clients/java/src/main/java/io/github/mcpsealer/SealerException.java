@@ -1,0 +1,138 @@
+package io.github.mcpsealer;
+
+import sealer.v1.SealerOuterClass.Reason;
+import sealer.v1.SealerOuterClass.ReasonRule;
+
+/**
+ * An error of the sealer or of the way to it: the one exception of this
+ * package, typed by the reason the sealer puts in every error.
+ *
+ * <p>{@link #reason()} is the proto's enum {@code sealer.v1.Reason}, read from
+ * the {@code google.rpc.ErrorInfo} (domain {@code sealer.mcp}) of a gRPC
+ * status or from the REST error body alike; {@code REASON_UNSPECIFIED} when
+ * the sealer gave none (a network failure, a deadline, an answer that is not
+ * the sealer's), and then {@link #cause()} says which. What each reason means
+ * to a caller is the option {@code rule} on its value in the proto, read here
+ * from the descriptor: no copy of it is kept by hand.
+ *
+ * <p>Every error is exactly one of {@link #rejected()} (the state is
+ * refused), {@link #unavailable()} (the sealer could not answer now) and
+ * {@link #misconfigured()} (the way to the sealer is wrong). The message
+ * never holds the state, the payload or the principal.
+ */
+public final class SealerException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  /** Why a call failed without a reason from the sealer. */
+  public enum Cause {
+    /** The sealer answered with a reason. */
+    NONE,
+    /** No connection, or it broke: may succeed later. */
+    UNREACHABLE,
+    /** No answer in time: may succeed later. */
+    DEADLINE,
+    /** The TLS handshake failed (certificate, CA, name, plaintext to a TLS port): never retried. */
+    TLS,
+    /** An answer that is not the sealer's (another service, a proxy's page). */
+    NOT_THE_SEALER,
+    /** An HTTP status without the sealer's error body: a 5xx from a proxy may pass, a 4xx never. */
+    HTTP_STATUS,
+  }
+
+  private final Reason reason;
+  private final Cause cause;
+  private final int code;
+
+  /**
+   * @param reason the sealer's reason, or {@code REASON_UNSPECIFIED}
+   * @param cause why, when the sealer gave no reason ({@link Cause#NONE} when it did)
+   * @param code the gRPC status code or the HTTP status, or 0 when there was none
+   * @param message what failed, without the state, the payload or the principal
+   */
+  public SealerException(Reason reason, Cause cause, int code, String message) {
+    super(message);
+    this.reason = reason;
+    this.cause = cause;
+    this.code = code;
+  }
+
+  /** A call this client refuses before sending it. */
+  public static SealerException invalidArgument(String message) {
+    return new SealerException(Reason.REASON_INVALID_ARGUMENT, Cause.NONE, 0, "sealer: invalid argument: " + message);
+  }
+
+  /** The sealer's reason, or {@code REASON_UNSPECIFIED} when it gave none. */
+  public Reason reason() {
+    return reason;
+  }
+
+  /** Why the call failed when the sealer gave no reason; {@link Cause#NONE} when it did. */
+  public Cause failure() {
+    return cause;
+  }
+
+  /** The gRPC status code or the HTTP status, or 0 when there was none. */
+  public int code() {
+    return code;
+  }
+
+  /** The reason's name without its prefix, or the cause: what a log line says. */
+  public String why() {
+    if (reason != Reason.REASON_UNSPECIFIED) {
+      return reason.name().substring("REASON_".length());
+    }
+    if (cause == Cause.HTTP_STATUS) {
+      return "HTTP " + code;
+    }
+    return cause.name().toLowerCase(java.util.Locale.ROOT);
+  }
+
+  private ReasonRule rule() {
+    return reason.getValueDescriptor().getOptions().getExtension(sealer.v1.SealerOuterClass.rule);
+  }
+
+  /**
+   * The state is refused: not authentic, expired, another principal's or
+   * request's, already consumed, answered with other input keys than its
+   * round asked or other answers than the open that ran the handler, or of a
+   * flow past its deadline or out of rounds.
+   */
+  public boolean rejected() {
+    return reason != Reason.REASON_UNSPECIFIED && rule().getRejects();
+  }
+
+  /**
+   * The same call may succeed later: the ledger or the key source could not
+   * answer, a limit was hit, the state's first open still runs its handler
+   * (IN_PROGRESS), the sealer could not be reached or did not answer in
+   * time, or a proxy before it answered 502, 503 or 504. Never a TLS failure
+   * or another 4xx.
+   */
+  public boolean retryable() {
+    if (reason != Reason.REASON_UNSPECIFIED) {
+      return rule().getRetryable();
+    }
+    return cause == Cause.UNREACHABLE
+        || cause == Cause.DEADLINE
+        || (cause == Cause.HTTP_STATUS && (code == 502 || code == 503 || code == 504));
+  }
+
+  /** The sealer could not answer now: retryable, or its own internal error, or a 5xx. */
+  public boolean unavailable() {
+    return retryable() || reason == Reason.REASON_INTERNAL || (cause == Cause.HTTP_STATUS && code >= 500);
+  }
+
+  /**
+   * Neither a refused state nor a passing outage: the credentials refused, a
+   * TLS failure, an address that is not the sealer's, a call the sealer finds
+   * invalid. Retrying cannot help.
+   */
+  public boolean misconfigured() {
+    return !rejected() && !unavailable();
+  }
+
+  @Override
+  public String toString() {
+    return "SealerException(" + why() + ", " + getMessage() + ")";
+  }
+}
