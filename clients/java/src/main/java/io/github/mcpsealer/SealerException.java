@@ -61,6 +61,38 @@ public final class SealerException extends RuntimeException {
     return new SealerException(Reason.REASON_INVALID_ARGUMENT, Cause.NONE, 0, "sealer: invalid argument: " + message);
   }
 
+  /** A failure on the way to the sealer, without a reason from it. */
+  static SealerException failure(Cause cause, int code, String message) {
+    return new SealerException(Reason.REASON_UNSPECIFIED, cause, code, message);
+  }
+
+  /**
+   * A call given up because its thread was interrupted: told as a deadline
+   * (no answer in time), with the thread's interrupt flag set again.
+   */
+  static SealerException interrupted() {
+    Thread.currentThread().interrupt();
+    return failure(Cause.DEADLINE, 0, "sealer: interrupted before an answer");
+  }
+
+  /**
+   * The reason an ErrorInfo names, as the sealer sends it ({@code EXPIRED}) or
+   * with its prefix ({@code REASON_EXPIRED}); {@code REASON_UNSPECIFIED} for
+   * anything else.
+   */
+  static Reason reasonOf(String text) {
+    if (text == null || text.isEmpty()) {
+      return Reason.REASON_UNSPECIFIED;
+    }
+    String name = text.startsWith("REASON_") ? text : "REASON_" + text;
+    for (Reason r : Reason.values()) {
+      if (r != Reason.UNRECOGNIZED && r.name().equals(name)) {
+        return r;
+      }
+    }
+    return Reason.REASON_UNSPECIFIED;
+  }
+
   /** The sealer's reason, or {@code REASON_UNSPECIFIED} when it gave none. */
   public Reason reason() {
     return reason;
