@@ -120,17 +120,22 @@ var pyHTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 // pyIDs numbers the requests: every retry has an id of its own.
 var pyIDs atomic.Int64
 
-// pyPay posts a tools/call of pay to url on the 2026-07-28 wire as token,
-// with arguments and, for round 2, the state and responses. An error is an
-// answer that did not arrive.
+// pyPay posts a tools/call of pay: callTool for the pay tool.
 func pyPay(url, token string, arguments map[string]any, state string, responses map[string]any) (pyReply, error) {
+	return callTool(url, token, "pay", arguments, state, responses)
+}
+
+// callTool posts a tools/call of the tool name to url on the 2026-07-28
+// wire as token, with arguments and, for a later round, the state and
+// responses. An error is an answer that did not arrive.
+func callTool(url, token, name string, arguments map[string]any, state string, responses map[string]any) (pyReply, error) {
 	params := map[string]any{
 		"_meta": map[string]any{
 			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e", "version": "1"},
 			"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
 		},
-		"name": "pay", "arguments": arguments,
+		"name": name, "arguments": arguments,
 	}
 	if state != "" {
 		params["requestState"], params["inputResponses"] = state, responses
@@ -142,7 +147,7 @@ func pyPay(url, token string, arguments map[string]any, state string, responses 
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "pay")
+	req.Header.Set("Mcp-Name", name)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := pyHTTP.Do(req)
 	if err != nil {

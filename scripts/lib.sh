@@ -207,6 +207,20 @@ ensure_python() {
   "$SEALER_TEST_PYTHON" --version
 }
 
+# build_java builds the Java client (clients/java: its stubs generated from
+# proto/ by protoc and grpc-java's plugin, both from Maven Central) into the
+# local Maven repository, with its sources, javadoc and test harness, and
+# the example server on it (examples/java), whose jar the end-to-end tests
+# run (SEALER_TEST_JAVA_EXAMPLE). Maven and the local repository live in the
+# tools cache (clients/java/scripts/mvn): after the first run, nothing is
+# fetched.
+java_example="$PWD/examples/java/target/mcp-sealer-example.jar"
+build_java() {
+  java -version 2>&1 | head -1
+  clients/java/scripts/mvn -q -f clients/java/pom.xml install -DskipTests
+  clients/java/scripts/mvn -q -f examples/java/pom.xml package -DskipTests
+}
+
 # ensure_ts_naive_server installs the packages of the TypeScript MCP server
 # that the sealer-proxy tests put behind the proxy (e2e/testdata).
 ensure_ts_naive_server() {

@@ -175,7 +175,9 @@ promtool_path
 helm_path
 otelcol_path
 export SEALER_TEST_NODE_BIN="$PWD/tools/node/node_modules/.bin"
+export SEALER_TEST_JAVA_EXAMPLE="$java_example"
 start_build modules download_modules
+start_build java build_java
 start_build npm npm_packages
 start_build python build_python
 start_build vault after modules build_vault
@@ -259,7 +261,7 @@ e2e_lane() {
 }
 e2e_shown() { e2e_lane shown go_race test -vet=off -count=1 -timeout 30m -v; }
 conformance() {
-  echo "MCP conformance: the 14 input-required-result scenarios against the example MCP servers (Go, TypeScript, Python on MCPServer and FastMCP), each with a real sealer"
+  echo "MCP conformance: the 14 input-required-result scenarios against the example MCP servers (Go, TypeScript, Python on MCPServer and FastMCP, Java), each with a real sealer"
   e2e_lane conformance go_release test -vet=off -count=1 -timeout 30m -v
 }
 deploy_tests() {
@@ -275,9 +277,9 @@ e2e_tests() {
   e2e_lane e2e go_race test -vet=off -count=1 -timeout 30m
 }
 start_build failovers after vault e2e_lane failover go_race test -vet=off -count=1 -timeout 30m -v
-start_build conformance after npm after python conformance
+start_build conformance after npm after python after java conformance
 start_build deploy after conformance after helm deploy_tests
-start_build e2e after deploy after vault after python e2e_tests
+start_build e2e after deploy after vault after python after java e2e_tests
 
 # node --test; the digest against sealer/testdata/vectors.json.
 step "TypeScript client: unit tests"
@@ -294,6 +296,10 @@ python_checks --ignore=tests/integration
 export SEALER_TEST_SEALER="$bg_dir/sealer"
 go_release build -o "$SEALER_TEST_SEALER" ./cmd/sealer
 start_build python-integration python_integration
+# clients/java: the client, the digest (the shared vectors, and parity with
+# Go's on generated params) and the MCP adapter's unit tests; the client
+# against the real sealer.
+start_build java-tests after python-integration after java clients/java/scripts/mvn -q -f clients/java/pom.xml test
 
 # promtool check rules, promtool test rules; promqlcheck's own tests
 # (promtool and promqlcheck from the pinned Prometheus module, tools/go.mod).
@@ -324,4 +330,4 @@ e2e_shown
 # MCP conformance, the container image and Helm chart, the e2e lane, the
 # failovers, the Python package's integration tests and wheel.
 step "background lanes: their output"
-for job in python-integration failovers conformance deploy e2e; do wait_build "$job" all; done
+for job in python-integration java-tests failovers conformance deploy e2e; do wait_build "$job" all; done
