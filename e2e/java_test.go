@@ -3,6 +3,8 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -72,5 +74,51 @@ func TestConformance_MRTR_Java(t *testing.T) {
 				return strings.Contains(s.logs.String(), `"reason":"INVALID_STATE"`)
 			})
 		})
+	}
+}
+
+// TestJavaREADMEServerRunsAsWritten runs the server that clients/java's
+// README shows, as written (java's source launcher, the example's
+// dependencies on the class path), against a real sealer: round 1 asks,
+// round 2 books the seat its state was sealed for, and the same state with
+// another seat is refused.
+func TestJavaREADMEServerRunsAsWritten(t *testing.T) {
+	testenv.Lane(t, testenv.LaneE2E)
+	jar := javaExample(t)
+	const marker = "<!-- test: runs as written -->\n```java\n"
+	readme, err := os.ReadFile("../clients/java/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var source string
+	for _, b := range parseBlocks("clients/java/README.md", string(readme)) {
+		if b.info == "java" && strings.Contains(string(readme), marker+b.text) {
+			source = b.text
+		}
+	}
+	if !strings.Contains(source, "public class BookingServer") {
+		t.Fatalf("clients/java/README.md: no java block after %q holding BookingServer", marker)
+	}
+	file := filepath.Join(t.TempDir(), "BookingServer.java")
+	if err := os.WriteFile(file, []byte(source), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, t.TempDir())
+	cmd := exec.Command("java", "-cp", filepath.Join(filepath.Dir(jar), "lib", "*"), file)
+	cmd.Env = append(os.Environ(), "SEALER_URL=http://"+s.GRPC, "PORT=0")
+	url := startUntil(t, cmd, regexp.MustCompile(`^listening on (http://\S+/mcp)$`))[1]
+
+	seat := map[string]any{"seat": "12A"}
+	r, err := callTool(url, "", "book", seat, "", nil)
+	state, _ := r.Result["requestState"].(string)
+	if err != nil || r.Result["resultType"] != "input_required" || state == "" {
+		t.Fatalf("round 1: got %v, %v; want input_required with a state", r, err)
+	}
+	confirm := map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	if r, err := callTool(url, "", "book", map[string]any{"seat": "1A"}, state, confirm); err != nil || !reflect.DeepEqual(r.Error, pyRefusal) {
+		t.Fatalf("round 2 for another seat: got %v, %v; want the refusal %v", r, err, pyRefusal)
+	}
+	if r, err := callTool(url, "", "book", seat, state, confirm); err != nil || r.text() != "booked 12A" {
+		t.Fatalf("round 2: got %v, %v; want booked 12A", r, err)
 	}
 }

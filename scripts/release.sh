@@ -4,8 +4,9 @@
 # amd64/arm64, darwin amd64/arm64 and windows amd64, each packed as a
 # platform wheel (mcp-sealer-bin) and an npm package
 # (@mcp-sealer/sealer-<os>-<cpu>), the npm wrapper @mcp-sealer/sealer, the
-# client packages (mcp-sealer's wheel, @mcp-sealer/client's tarball), and
-# SHA256SUMS, which it prints. --host builds this machine's platform only
+# client packages (mcp-sealer's wheel, @mcp-sealer/client's tarball, the
+# Java client io.github.mcp-sealer:mcp-sealer: its jar, sources, javadoc
+# and POM), and SHA256SUMS, which it prints. --host builds this machine's platform only
 # (the test command's way). VERSION (default: the Python client's) is
 # stamped into the binary (internal/version) and every package.
 set -euo pipefail
@@ -41,5 +42,16 @@ ensure_python >/dev/null
 if [ -d clients/typescript/dist ]; then
   (cd clients/typescript && PATH="$PWD/../../tools/node/node_modules/.bin:$PATH" npm pack --silent --ignore-scripts --pack-destination "$out" >/dev/null)
 fi
+# The Java client's version is its POM's: it must be the release's.
+java_version=$(sed -n '0,/<version>/s|^  <version>\(.*\)</version>$|\1|p' clients/java/pom.xml)
+if [ "$java_version" != "$version" ]; then
+  echo "clients/java/pom.xml is version $java_version, the release $version" >&2
+  exit 1
+fi
+clients/java/scripts/mvn -q -f clients/java/pom.xml package -DskipTests
+for f in "mcp-sealer-$version.jar" "mcp-sealer-$version-sources.jar" "mcp-sealer-$version-javadoc.jar"; do
+  cp "clients/java/target/$f" "$out/"
+done
+cp clients/java/pom.xml "$out/mcp-sealer-$version.pom"
 
 (cd "$out" && sha256sum -- * >SHA256SUMS && cat SHA256SUMS)

@@ -295,7 +295,7 @@ ensure_python
 python_checks --ignore=tests/integration
 export SEALER_TEST_SEALER="$bg_dir/sealer"
 go_release build -o "$SEALER_TEST_SEALER" ./cmd/sealer
-start_build python-integration python_integration
+start_build python-integration after java python_integration
 # clients/java: the client, the digest (the shared vectors, and parity with
 # Go's on generated params) and the MCP adapter's unit tests; the client
 # against the real sealer.

@@ -11,7 +11,7 @@ import sealer.v1.SealerOuterClass.ReasonRule;
  * the {@code google.rpc.ErrorInfo} (domain {@code sealer.mcp}) of a gRPC
  * status or from the REST error body alike; {@code REASON_UNSPECIFIED} when
  * the sealer gave none (a network failure, a deadline, an answer that is not
- * the sealer's), and then {@link #cause()} says which. What each reason means
+ * the sealer's), and then {@link #failure()} says which. What each reason means
  * to a caller is the option {@code rule} on its value in the proto, read here
  * from the descriptor: no copy of it is kept by hand.
  *
