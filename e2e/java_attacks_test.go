@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"maps"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -185,25 +184,7 @@ func TestOutcomes_Java(t *testing.T) {
 			args := map[string]any{"payee": "dave", "amount": 7}
 			state := javaRound(t, m.url, pyAlice, "pay", args, "", nil)
 			pyLosePayment(t, m, args, state)
-			answers := concurrently(32, func(int) string {
-				r, err := pyPay(m.url, pyAlice, args, state, pyConfirm())
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				if r.Error != nil {
-					return fmt.Sprintf("error: %v", r.Error)
-				}
-				return r.text()
-			})
-			if want := map[string]int{"paid 7 to dave: payment 1": 32}; !maps.Equal(answers, want) {
-				t.Errorf("32 parallel retries: got %v, want %v", answers, want)
-			}
-			if n := m.payments(t, "dave"); n != 1 {
-				t.Errorf("the handler paid %d times, want 1", n)
-			}
-			if n := m.runs(t); n != 2 {
-				t.Errorf("the pay handler ran %d times, want 2 (round 1, and round 2 once)", n)
-			}
+			paysOnceForParallelRetries(t, m, args, state)
 		})
 	}
 	t.Run("control: recording off", func(t *testing.T) {

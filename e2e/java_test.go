@@ -22,11 +22,7 @@ import (
 // test.
 func javaExample(t *testing.T) string {
 	t.Helper()
-	jar := os.Getenv("SEALER_TEST_JAVA_EXAMPLE")
-	if _, err := os.Stat(jar); jar == "" || err != nil {
-		testenv.Missing(t, "no Java example server (SEALER_TEST_JAVA_EXAMPLE=%q)", jar)
-	}
-	return jar
+	return providedPath(t, "SEALER_TEST_JAVA_EXAMPLE", "no Java example server")
 }
 
 // startJavaMCP runs the Java example server against the sealer s, over gRPC
@@ -34,13 +30,7 @@ func javaExample(t *testing.T) string {
 // checked that the sealer answers).
 func startJavaMCP(t *testing.T, jar string, s *proc, flags ...string) string {
 	t.Helper()
-	sealerURL := "http://" + s.GRPC
-	for _, f := range flags {
-		if f == "--rest" {
-			sealerURL = "http://" + s.HTTP
-		}
-	}
-	cmd := exec.Command("java", append([]string{"-jar", jar, "--addr", "127.0.0.1:0", "--sealer", sealerURL}, flags...)...)
+	cmd := exec.Command("java", append([]string{"-jar", jar, "--addr", "127.0.0.1:0", "--sealer", sealerURL(s, flags)}, flags...)...)
 	return startUntil(t, cmd, regexp.MustCompile(`^listening on (http://\S+/mcp)$`))[1]
 }
 

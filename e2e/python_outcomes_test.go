@@ -275,26 +275,35 @@ func TestOutcomes_Python_ParallelRetriesPayOnce(t *testing.T) {
 			m := startPyOutcomeMCP(t, python, s, tc.file, tc.flags...)
 			args := map[string]any{"payee": "dave", "amount": 7}
 			state := pyFirstRound(t, m.url, args)
-			answers := concurrently(32, func(int) string {
-				r, err := pyPay(m.url, pyAlice, args, state, pyConfirm())
-				if err != nil {
-					return "error: " + err.Error()
-				}
-				if r.Error != nil {
-					return fmt.Sprintf("error: %v", r.Error)
-				}
-				return r.text()
-			})
-			if want := map[string]int{"paid 7 to dave: payment 1": 32}; !maps.Equal(answers, want) {
-				t.Errorf("32 parallel retries: got %v, want %v", answers, want)
-			}
-			if n := m.payments(t, "dave"); n != 1 {
-				t.Errorf("the handler paid %d times, want 1", n)
-			}
-			if n := m.runs(t); n != 2 {
-				t.Errorf("the pay handler ran %d times, want 2 (round 1, and round 2 once)", n)
-			}
+			paysOnceForParallelRetries(t, m, args, state)
 		})
+	}
+}
+
+// paysOnceForParallelRetries sends round 2 of the payment args 32 times at
+// once on state: all 32 must get the answer of one payment, and the
+// handler must have run twice (round 1, and round 2 once).
+func paysOnceForParallelRetries(t *testing.T, m *pyOutcomeMCP, args map[string]any, state string) {
+	t.Helper()
+	answers := concurrently(32, func(int) string {
+		r, err := pyPay(m.url, pyAlice, args, state, pyConfirm())
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		if r.Error != nil {
+			return fmt.Sprintf("error: %v", r.Error)
+		}
+		return r.text()
+	})
+	payee := args["payee"].(string)
+	if want := map[string]int{fmt.Sprintf("paid %v to %s: payment 1", args["amount"], payee): 32}; !maps.Equal(answers, want) {
+		t.Errorf("32 parallel retries: got %v, want %v", answers, want)
+	}
+	if n := m.payments(t, payee); n != 1 {
+		t.Errorf("the handler paid %d times, want 1", n)
+	}
+	if n := m.runs(t); n != 2 {
+		t.Errorf("the pay handler ran %d times, want 2 (round 1, and round 2 once)", n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +24,7 @@ import (
 // (CI) or skips the test.
 func pythonBin(t *testing.T) string {
 	t.Helper()
-	python := os.Getenv("SEALER_TEST_PYTHON")
-	if _, err := os.Stat(python); python == "" || err != nil {
-		testenv.Missing(t, "no Python (SEALER_TEST_PYTHON=%q)", python)
-	}
-	return python
+	return providedPath(t, "SEALER_TEST_PYTHON", "no Python")
 }
 
 // pythonCommand is python with args, importing mcp_sealer from the source
@@ -49,15 +46,29 @@ func pythonCommand(t *testing.T, python string, args ...string) *exec.Cmd {
 // Other flags (--one-time) go to the server as given.
 func startPyMCP(t *testing.T, python string, s *proc, server string, flags ...string) string {
 	t.Helper()
-	sealerURL := "http://" + s.GRPC
-	for _, f := range flags {
-		if f == "--rest" {
-			sealerURL = "http://" + s.HTTP
-		}
-	}
 	cmd := pythonCommand(t, python, append([]string{filepath.Join("../examples/python", server),
-		"--addr", "127.0.0.1:0", "--sealer", sealerURL}, flags...)...)
+		"--addr", "127.0.0.1:0", "--sealer", sealerURL(s, flags)}, flags...)...)
 	return startUntil(t, cmd, regexp.MustCompile(`^listening on (http://\S+/mcp)$`))[1]
+}
+
+// providedPath returns the path the test command names in the environment
+// variable name, or fails (CI) or skips the test, saying what is missing.
+func providedPath(t *testing.T, name, what string) string {
+	t.Helper()
+	path := os.Getenv(name)
+	if _, err := os.Stat(path); path == "" || err != nil {
+		testenv.Missing(t, "%s (%s=%q)", what, name, path)
+	}
+	return path
+}
+
+// sealerURL is the address an example MCP server reaches the sealer s at:
+// its gRPC address, or its REST one when flags hold --rest.
+func sealerURL(s *proc, flags []string) string {
+	if slices.Contains(flags, "--rest") {
+		return "http://" + s.HTTP
+	}
+	return "http://" + s.GRPC
 }
 
 // pyServers are the Python example MCP servers: the same tools on the

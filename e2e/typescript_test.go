@@ -20,14 +20,8 @@ import (
 // (over gRPC, or REST with -rest) and returns its URL.
 func startTSMCP(t *testing.T, bin string, s *proc, flags ...string) string {
 	t.Helper()
-	sealerURL := "http://" + s.GRPC
-	for _, f := range flags {
-		if f == "--rest" {
-			sealerURL = "http://" + s.HTTP
-		}
-	}
 	cmd := nodeCommand(t, bin, "node", append([]string{"--experimental-strip-types", "--no-warnings",
-		"../examples/typescript/server.ts", "--addr", "127.0.0.1:0", "--sealer", sealerURL}, flags...)...)
+		"../examples/typescript/server.ts", "--addr", "127.0.0.1:0", "--sealer", sealerURL(s, flags)}, flags...)...)
 	return startUntil(t, cmd, regexp.MustCompile(`listening on (http://\S+/mcp)`))[1]
 }
 
