@@ -3,7 +3,6 @@ package io.github.mcpsealer;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
-import java.util.Map;
 
 /**
  * The answers digest of a retry's {@code inputResponses} (FORMAT.md,
@@ -18,14 +17,6 @@ import java.util.Map;
  */
 public final class AnswersDigest {
   private AnswersDigest() {}
-
-  /**
-   * The deepest nesting read: 1,000 levels, the inputResponses object being
-   * the first. FORMAT.md sets no limit; this one keeps the recursion on the
-   * stack, and a value Jackson's default parser read (at most 1,000 levels
-   * in the whole message) is within it.
-   */
-  static final int MAX_DEPTH = 1000;
 
   private static final byte[] LABEL = "mcp-sealer/v1 answers\0".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] EMPTY = "{}".getBytes(StandardCharsets.US_ASCII);
@@ -43,8 +34,9 @@ public final class AnswersDigest {
    *     digest: anything but an object or null, and what JSON text cannot
    *     hold (a number that is not finite or does not fit a double, a lone
    *     surrogate, a member name that is not a string, any other Java
-   *     object), or a value nested deeper than 1,000 levels. Duplicate names
-   *     and invalid UTF-8 are the JSON decoder's to refuse.
+   *     object, a Map or List that holds itself). No limit on nesting
+   *     applies. Duplicate names and invalid UTF-8 are the JSON decoder's to
+   *     refuse.
    */
   public static byte[] of(Object inputResponses) {
     if (Jcs.isNull(inputResponses) || (inputResponses instanceof JsonNode n && n.isMissingNode())) {
@@ -53,23 +45,8 @@ public final class AnswersDigest {
     if (!Jcs.isObject(inputResponses)) {
       throw SealerException.invalidArgument("inputResponses must be an object");
     }
-    Jcs w = Jcs.answers("inputResponses", MAX_DEPTH);
-    w.raw('{');
-    boolean first = true;
-    for (Map.Entry<String, Object> m : w.members(inputResponses)) {
-      if (!first) {
-        w.raw(',');
-      }
-      first = false;
-      w.string(m.getKey());
-      w.raw(':');
-      if (Jcs.isObject(m.getValue())) {
-        w.object(m.getValue(), 2, "_meta"); // each response's own metadata, not an answer
-      } else {
-        w.value(m.getValue(), 2);
-      }
-    }
-    w.raw('}');
+    Jcs w = Jcs.answers("inputResponses");
+    w.write(inputResponses, "_meta"); // each response's own metadata, not an answer
     return digest(w.bytes());
   }
 

@@ -7,9 +7,14 @@ import java.math.MathContext;
 import java.math.RoundingMode;
 import java.nio.charset.StandardCharsets;
 import java.util.AbstractMap.SimpleImmutableEntry;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The RFC 8785 (JCS) form of a JSON value held decoded: a Jackson tree, or
@@ -26,8 +31,9 @@ import java.util.Map;
  * names that are not strings, and any other Java object.
  *
  * <p>A writer is for one value: {@link #arguments} holds it to the limits
- * of FORMAT.md, "Request digest", step 4; {@link #answers} to none but a
- * depth that keeps the recursion on the stack.
+ * of FORMAT.md, "Request digest", step 4; {@link #answers} to none. It walks
+ * the value with a stack of its own, so that no nesting overflows the
+ * thread's, and refuses a container that holds itself.
  */
 final class Jcs {
   /** 2^53 - 1: beyond it doubles, and so JCS, cannot tell integers apart. */
@@ -56,22 +62,14 @@ final class Jcs {
     return new Jcs(what, maxDepth, maxValues, true);
   }
 
-  /**
-   * A writer of answers: numbers of any size that fit a double; at most
-   * maxDepth levels, a bound of the stack rather than of the format.
-   */
-  static Jcs answers(String what, int maxDepth) {
-    return new Jcs(what, maxDepth, Integer.MAX_VALUE, false);
+  /** A writer of answers, named what: any nesting, numbers of any size that fit a double. */
+  static Jcs answers(String what) {
+    return new Jcs(what, Integer.MAX_VALUE, Integer.MAX_VALUE, false);
   }
 
-  /** The canonical form written so far, in UTF-8 (no lone surrogate was written). */
+  /** The canonical form written, in UTF-8 (no lone surrogate was written). */
   byte[] bytes() {
     return out.toString().getBytes(StandardCharsets.UTF_8);
-  }
-
-  /** Appends c as it is: the punctuation of a structure the caller writes itself. */
-  void raw(char c) {
-    out.append(c);
   }
 
   /** Whether v is a JSON object: a Map or an ObjectNode. */
@@ -84,88 +82,107 @@ final class Jcs {
     return v == null || (v instanceof JsonNode n && n.isNull());
   }
 
-  /** Appends the canonical form of v, found at level (its container's level + 1). */
-  void value(Object v, int level) {
+  /**
+   * An object or array being written: what is left of its members or
+   * elements, its level, and the member name left out of the objects it
+   * holds (null: none).
+   */
+  private record Open(Object container, Iterator<?> rest, boolean object, int level, String dropInChildren) {}
+
+  private final ArrayDeque<Open> open = new ArrayDeque<>();
+  // The containers open on the way down, by identity: one met again holds itself.
+  private final Set<Object> path = Collections.newSetFromMap(new IdentityHashMap<>());
+
+  /**
+   * Writes the canonical form of root, the value at level 1, leaving out of
+   * each object that root holds directly the member named dropInChildren
+   * (null: none): the {@code _meta} of each response in inputResponses.
+   */
+  void write(Object root, String dropInChildren) {
+    value(root, 1, null, dropInChildren);
+    while (!open.isEmpty()) {
+      Open o = open.peek();
+      if (!o.rest().hasNext()) {
+        out.append(o.object() ? '}' : ']');
+        path.remove(o.container());
+        open.pop();
+        continue;
+      }
+      Object item = o.rest().next();
+      char last = out.charAt(out.length() - 1);
+      if (last != '{' && last != '[') { // what precedes the first item; no value ends so
+        out.append(',');
+      }
+      if (o.object()) {
+        Map.Entry<?, ?> m = (Map.Entry<?, ?>) item;
+        string((String) m.getKey());
+        out.append(':');
+        item = m.getValue();
+      }
+      value(item, o.level() + 1, o.dropInChildren(), null);
+    }
+  }
+
+  /**
+   * Writes v, found at level, or opens it: an object without its member
+   * named drop, whose own objects leave out dropInChildren.
+   */
+  private void value(Object v, int level, String drop, String dropInChildren) {
     if (++values > maxValues) {
       throw tooMany();
     }
     if (v instanceof JsonNode node) {
-      node(node, level);
+      switch (node.getNodeType()) {
+        case NULL -> out.append("null");
+        case BOOLEAN -> out.append(node.booleanValue() ? "true" : "false");
+        case STRING -> string(node.textValue());
+        case NUMBER -> number(node.numberValue());
+        case OBJECT -> open(node, members(node, drop), node.size(), true, level, dropInChildren);
+        case ARRAY -> open(node, node.elements(), node.size(), false, level, dropInChildren);
+        // MISSING, BINARY, POJO: what no JSON text holds
+        default -> throw refuse("holds a value that is not JSON (" + node.getNodeType() + ")");
+      }
     } else if (v == null) {
       out.append("null");
     } else if (v instanceof Boolean b) {
       out.append(b ? "true" : "false");
-    } else if (v instanceof String s) {
-      string(s);
+    } else if (v instanceof String str) {
+      string(str);
     } else if (v instanceof Number n) {
       number(n);
-    } else if (v instanceof Map<?, ?>) {
-      object(v, level, null);
+    } else if (v instanceof Map<?, ?> map) {
+      open(map, members(map, drop), map.size(), true, level, dropInChildren);
     } else if (v instanceof List<?> list) {
-      array(list, level);
+      open(list, list.iterator(), list.size(), false, level, dropInChildren);
     } else {
       throw refuse("holds a value that is not JSON (" + v.getClass().getSimpleName() + ")");
     }
   }
 
-  private void node(JsonNode node, int level) {
-    switch (node.getNodeType()) {
-      case NULL -> out.append("null");
-      case BOOLEAN -> out.append(node.booleanValue() ? "true" : "false");
-      case STRING -> string(node.textValue());
-      case NUMBER -> number(node.numberValue());
-      case OBJECT -> object(node, level, null);
-      case ARRAY -> {
-        List<JsonNode> items = new ArrayList<>(node.size());
-        node.elements().forEachRemaining(items::add);
-        array(items, level);
-      }
-      // MISSING, BINARY, POJO: what no JSON text holds
-      default -> throw refuse("holds a value that is not JSON (" + node.getNodeType() + ")");
+  /**
+   * Opens a container of n members or elements at level, refusing it before
+   * it is read when it is beyond the limits or holds itself.
+   */
+  private void open(Object container, Iterator<?> rest, int n, boolean object, int level, String dropInChildren) {
+    if (level > maxDepth) {
+      throw refuse("nested deeper than " + maxDepth + " levels");
     }
-  }
-
-  private void array(List<?> list, int level) {
-    container(level, list.size());
-    out.append('[');
-    boolean first = true;
-    for (Object item : list) {
-      if (!first) {
-        out.append(',');
-      }
-      first = false;
-      value(item, level + 1);
+    if ((long) values + n > maxValues) {
+      throw tooMany();
     }
-    out.append(']');
+    if (!path.add(container)) {
+      throw refuse("holds itself");
+    }
+    out.append(object ? '{' : '[');
+    open.push(new Open(container, rest, object, level, dropInChildren));
   }
 
   /**
-   * Appends the object obj (a Map or an ObjectNode) found at level, without
-   * its member named drop (null: none). Its own value is counted by the
-   * caller ({@link #value}), or is the root.
+   * The members of obj, a Map or an ObjectNode, but the one named drop,
+   * sorted by name as RFC 8785 sorts them: String.compareTo compares UTF-16
+   * code units.
    */
-  void object(Object obj, int level, String drop) {
-    List<Map.Entry<String, Object>> members = members(obj);
-    container(level, members.size());
-    out.append('{');
-    boolean first = true;
-    for (Map.Entry<String, Object> m : members) {
-      if (m.getKey().equals(drop)) {
-        continue;
-      }
-      if (!first) {
-        out.append(',');
-      }
-      first = false;
-      string(m.getKey());
-      out.append(':');
-      value(m.getValue(), level + 1);
-    }
-    out.append('}');
-  }
-
-  /** The members of obj, a Map or an ObjectNode, sorted by name as JCS sorts them. */
-  List<Map.Entry<String, Object>> members(Object obj) {
+  private Iterator<Map.Entry<String, Object>> members(Object obj, String drop) {
     List<Map.Entry<String, Object>> members = new ArrayList<>();
     if (obj instanceof JsonNode node) {
       for (Map.Entry<String, JsonNode> m : node.properties()) {
@@ -177,26 +194,17 @@ final class Jcs {
           throw refuse("holds a member name that is not a string");
         }
         members.add(new SimpleImmutableEntry<>(name, m.getValue())); // Map.entry takes no null value
-
       }
     }
-    // String.compareTo compares UTF-16 code units: the order of RFC 8785.
+    if (drop != null) {
+      members.removeIf(m -> m.getKey().equals(drop));
+    }
     members.sort(Map.Entry.comparingByKey());
-    return members;
-  }
-
-  /** Refuses a container at level with n members or elements beyond the limits, before reading them. */
-  private void container(int level, int n) {
-    if (level > maxDepth) {
-      throw refuse("nested deeper than " + maxDepth + " levels");
-    }
-    if ((long) values + n > maxValues) {
-      throw tooMany();
-    }
+    return members.iterator();
   }
 
   /** Appends s as a JCS string, refusing a lone surrogate, which UTF-8 cannot hold. */
-  void string(String s) {
+  private void string(String s) {
     if (!wellFormed(s)) {
       throw refuse("holds a lone surrogate");
     }
@@ -320,18 +328,18 @@ final class Jcs {
    * back holds for every p from the least one on (the p-digit decimals are
    * among the (p+1)-digit ones), so the search goes down from the digits
    * Double.toString gives, which read back and are seldom one too many, to
-   * the first p that does not read back.
+   * the first p for which none does.
    */
   private static BigDecimal shortest(double a) {
     BigDecimal exact = new BigDecimal(a);
     int hi = Math.min(17, significantDigits(Double.toString(a)));
-    BigDecimal found = candidate(exact, a, hi);
+    BigDecimal found = closest(exact, a, hi);
     if (found == null) {
       hi = 17; // 17 digits always read back
-      found = candidate(exact, a, hi);
+      found = closest(exact, a, hi);
     }
     for (int p = hi - 1; p >= 1; p--) {
-      BigDecimal c = candidate(exact, a, p);
+      BigDecimal c = closest(exact, a, p);
       if (c == null) {
         break;
       }
@@ -356,18 +364,20 @@ final class Jcs {
   }
 
   /**
-   * The p-digit decimal closest to a that reads back as a, or null. The
-   * closest one (ties to even, as Go's strconv and V8 break them) reads back
-   * unless it lies below a power of two, where the interval that reads back
-   * is narrower below a than above: then the next p-digit decimal above may.
+   * The p-digit decimal closest to exact, the value of a, that reads back as
+   * a, or null. The closest of all (ties to even, as Go's strconv and V8
+   * break them) reads back when any does, unless a is a power of two: the
+   * decimals that read back lie only half as far below it as above, so the
+   * next one above may where the closest, below, does not (2^-1017 is
+   * 7.120236347223045e-307, not the 17 digits of the closest).
    */
-  private static BigDecimal candidate(BigDecimal exact, double a, int p) {
+  private static BigDecimal closest(BigDecimal exact, double a, int p) {
     BigDecimal r = exact.round(new MathContext(p, RoundingMode.HALF_EVEN));
     if (Double.parseDouble(r.toString()) == a) {
       return r;
     }
     if (r.compareTo(exact) < 0) {
-      BigDecimal up = r.add(r.ulp());
+      BigDecimal up = r.add(r.ulp()); // r has p digits: it is not exact
       if (Double.parseDouble(up.toString()) == a) {
         return up;
       }

@@ -110,7 +110,7 @@ public final class RequestDigest {
       throw SealerException.invalidArgument("params." + s.arguments() + " must be an object");
     }
     Jcs w = Jcs.arguments("params." + s.arguments(), MAX_DEPTH, MAX_VALUES);
-    w.value(arguments, 1);
+    w.write(arguments, null);
     return digest(method, t, w.bytes());
   }
 

@@ -150,11 +150,55 @@ class RequestDigestTest {
     "4371e130a08326f7, 80522777147371380",
     "43c1b019fa191385, 2549094512998157000",
     "3f60624dd2f1a9fc, 0.002",
+    // 2^-1017: the closest 16-digit decimal lies below it and does not read back; the one above does
+    "0060000000000000, 7.120236347223045e-307",
     "4000000000000000, 2",
     "3ff8000000000000, 1.5",
   })
   void numbers(String bits, String want) {
     assertEquals(want, Jcs.number(Double.longBitsToDouble(Long.parseUnsignedLong(bits, 16))));
+  }
+
+  /**
+   * Each number written is the decimal of fewest digits that reads back, and
+   * of those the closest, checked from that definition: on every power of
+   * two of the doubles (below which the decimals that read back lie half as
+   * far as above) and on 20,000 doubles of random bits.
+   */
+  @Test
+  void numbersAreTheShortestClosestDecimals() {
+    List<Double> doubles = new ArrayList<>();
+    for (int e = -1074; e <= 1023; e++) {
+      doubles.add(Math.scalb(1.0, e));
+    }
+    java.util.Random random = new java.util.Random(8785);
+    while (doubles.size() < 2098 + 20_000) {
+      double d = Double.longBitsToDouble(random.nextLong());
+      if (Double.isFinite(d) && d != 0) {
+        doubles.add(d);
+      }
+    }
+    for (double d : doubles) {
+      String s = Jcs.number(d);
+      assertEquals(d, Double.parseDouble(s), s);
+      double a = Math.abs(d);
+      assertEquals(a >= 1e-6 && a < 1e21, !s.contains("e"), s);
+      BigDecimal written = new BigDecimal(s).abs().stripTrailingZeros();
+      BigDecimal exact = new BigDecimal(a);
+      int p = written.precision();
+      if (p > 1) { // no decimal of fewer digits reads back: neither the one below a nor the one above
+        for (java.math.RoundingMode m : List.of(java.math.RoundingMode.FLOOR, java.math.RoundingMode.CEILING)) {
+          BigDecimal shorter = exact.round(new java.math.MathContext(p - 1, m));
+          assertFalse(Double.parseDouble(shorter.toString()) == a, () -> s + ": " + shorter + " reads back");
+        }
+      }
+      for (BigDecimal other : List.of(written.add(written.ulp()), written.subtract(written.ulp()))) {
+        if (other.signum() > 0 && Double.parseDouble(other.toString()) == a) { // another p-digit decimal reads back
+          int cmp = other.subtract(exact).abs().compareTo(written.subtract(exact).abs());
+          assertTrue(cmp > 0 || (cmp == 0 && written.unscaledValue().testBit(0) == false), () -> s + ": " + other + " is closer");
+        }
+      }
+    }
   }
 
   static Stream<Arguments> refusedArguments() {
