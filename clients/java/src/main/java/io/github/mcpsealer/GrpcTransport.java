@@ -125,10 +125,16 @@ final class GrpcTransport implements Transport {
     String message = details == null || details.isEmpty() ? status.getCode().name().toLowerCase(Locale.ROOT) : details;
     Cause cause = Cause.NONE;
     if (reason == Reason.REASON_UNSPECIFIED) {
+      // grpc-java's own descriptions run over lines (a channel pipeline):
+      // their first line, and what the innermost cause says.
       cause = causeOf(status, e);
+      message = firstLine(message);
       Throwable root = rootCause(e);
-      if (root != null && root.getMessage() != null && !message.contains(root.getMessage())) {
-        message += " (" + root.getMessage() + ")";
+      String why = root == null || root.getMessage() == null ? null : firstLine(root.getMessage());
+      if (cause == Cause.TLS) {
+        message = "TLS handshake failed (" + (why != null ? why : message) + ")";
+      } else if (why != null && !message.contains(why)) {
+        message += " (" + why + ")";
       }
     }
     message = message.length() > 512 ? message.substring(0, 512) : message;
@@ -136,6 +142,11 @@ final class GrpcTransport implements Transport {
         message.startsWith("sealer") ? message : "sealer: " + message);
     out.initCause(e);
     return out;
+  }
+
+  static String firstLine(String text) {
+    int end = text.indexOf('\n');
+    return (end < 0 ? text : text.substring(0, end)).strip();
   }
 
   private static Reason reasonOf(StatusRuntimeException e) {

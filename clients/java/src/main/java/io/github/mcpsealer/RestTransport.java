@@ -141,7 +141,9 @@ final class RestTransport implements Transport {
     } else if (first(chain, HttpTimeoutException.class) != null) {
       out = SealerException.failure(Cause.DEADLINE, 0, "sealer: deadline exceeded");
     } else if (first(chain, SSLException.class) != null || GrpcTransport.tlsFailure(e)) {
-      out = SealerException.failure(Cause.TLS, 0, "sealer: TLS handshake failed (certificate, CA or server name)");
+      Throwable root = chain.get(chain.size() - 1);
+      String why = root.getMessage() == null ? "certificate, CA or server name" : GrpcTransport.firstLine(root.getMessage());
+      out = SealerException.failure(Cause.TLS, 0, "sealer: TLS handshake failed (" + why + ")");
     } else {
       out = SealerException.failure(Cause.UNREACHABLE, 0, "sealer: unreachable (" + e.getClass().getSimpleName() + ")");
     }

@@ -39,11 +39,16 @@ public final class SealerException extends RuntimeException {
     HTTP_STATUS,
   }
 
+  /** The sealer's reason, or REASON_UNSPECIFIED. */
   private final Reason reason;
+  /** Why, without a reason; NONE with one. */
   private final Cause cause;
+  /** The gRPC status code or the HTTP status, or 0. */
   private final int code;
 
   /**
+   * An error of the sealer's reason, or of a cause on the way to it.
+   *
    * @param reason the sealer's reason, or {@code REASON_UNSPECIFIED}
    * @param cause why, when the sealer gave no reason ({@link Cause#NONE} when it did)
    * @param code the gRPC status code or the HTTP status, or 0 when there was none
@@ -56,7 +61,12 @@ public final class SealerException extends RuntimeException {
     this.code = code;
   }
 
-  /** A call this client refuses before sending it. */
+  /**
+   * A call this client refuses before sending it.
+   *
+   * @param message what is wrong, without the state, the payload, the principal or a token
+   * @return an error of reason {@code REASON_INVALID_ARGUMENT}
+   */
   public static SealerException invalidArgument(String message) {
     return new SealerException(Reason.REASON_INVALID_ARGUMENT, Cause.NONE, 0, "sealer: invalid argument: " + message);
   }
@@ -93,22 +103,39 @@ public final class SealerException extends RuntimeException {
     return Reason.REASON_UNSPECIFIED;
   }
 
-  /** The sealer's reason, or {@code REASON_UNSPECIFIED} when it gave none. */
+  /**
+   * The sealer's reason.
+   *
+   * @return the reason, or {@code REASON_UNSPECIFIED} when the sealer gave none
+   */
   public Reason reason() {
     return reason;
   }
 
-  /** Why the call failed when the sealer gave no reason; {@link Cause#NONE} when it did. */
+  /**
+   * Why the call failed when the sealer gave no reason.
+   *
+   * @return the cause; {@link Cause#NONE} when the sealer gave a reason
+   */
   public Cause failure() {
     return cause;
   }
 
-  /** The gRPC status code or the HTTP status, or 0 when there was none. */
+  /**
+   * The status of the failed call.
+   *
+   * @return the gRPC status code or the HTTP status, or 0 when there was none
+   */
   public int code() {
     return code;
   }
 
-  /** The reason's name without its prefix, or the cause: what a log line says. */
+  /**
+   * What a log line says of the error.
+   *
+   * @return the reason's name without its prefix ({@code EXPIRED}), else
+   *     {@code HTTP 502} for an HTTP status, else the cause ({@code unreachable})
+   */
   public String why() {
     if (reason != Reason.REASON_UNSPECIFIED) {
       return reason.name().substring("REASON_".length());
@@ -128,6 +155,8 @@ public final class SealerException extends RuntimeException {
    * request's, already consumed, answered with other input keys than its
    * round asked or other answers than the open that ran the handler, or of a
    * flow past its deadline or out of rounds.
+   *
+   * @return true when the MCP server answers invalid params and the client starts over
    */
   public boolean rejected() {
     return reason != Reason.REASON_UNSPECIFIED && rule().getRejects();
@@ -139,6 +168,8 @@ public final class SealerException extends RuntimeException {
    * (IN_PROGRESS), the sealer could not be reached or did not answer in
    * time, or a proxy before it answered 502, 503 or 504. Never a TLS failure
    * or another 4xx.
+   *
+   * @return true when the same call may be tried again, with backoff
    */
   public boolean retryable() {
     if (reason != Reason.REASON_UNSPECIFIED) {
@@ -149,7 +180,11 @@ public final class SealerException extends RuntimeException {
         || (cause == Cause.HTTP_STATUS && (code == 502 || code == 503 || code == 504));
   }
 
-  /** The sealer could not answer now: retryable, or its own internal error, or a 5xx. */
+  /**
+   * The sealer could not answer now: retryable, or its own internal error, or a 5xx.
+   *
+   * @return true when the failure is the sealer's or the network's, for now
+   */
   public boolean unavailable() {
     return retryable() || reason == Reason.REASON_INTERNAL || (cause == Cause.HTTP_STATUS && code >= 500);
   }
@@ -158,6 +193,8 @@ public final class SealerException extends RuntimeException {
    * Neither a refused state nor a passing outage: the credentials refused, a
    * TLS failure, an address that is not the sealer's, a call the sealer finds
    * invalid. Retrying cannot help.
+   *
+   * @return true when neither {@link #rejected()} nor {@link #unavailable()}
    */
   public boolean misconfigured() {
     return !rejected() && !unavailable();

@@ -54,7 +54,12 @@ public final class Tls {
     this.key = key;
   }
 
-  /** TLS that verifies the sealer with the system's trusted CAs, without a client certificate. */
+  /**
+   * TLS that verifies the sealer with the system's trusted CAs, without a
+   * client certificate: what an {@code https://} address gets by default.
+   *
+   * @return the system's TLS
+   */
   public static Tls system() {
     return new Tls(null, null, null);
   }
@@ -64,6 +69,7 @@ public final class Tls {
    * with nothing else: the system's CAs are not trusted then.
    *
    * @param caPem a PEM file of one or more CA certificates
+   * @return TLS trusting only those CAs
    * @throws IllegalArgumentException when the file cannot be read or holds no certificate
    */
   public static Tls trusting(Path caPem) {
@@ -86,12 +92,20 @@ public final class Tls {
     return new Tls(roots, certs, privateKey(keyPem, certs.get(0)));
   }
 
-  /** Whether the system's CAs verify the sealer (no CA file given). */
+  /**
+   * Whether the system's CAs verify the sealer.
+   *
+   * @return true when no CA file was given
+   */
   public boolean trustsSystem() {
     return roots == null;
   }
 
-  /** Whether a client certificate is presented (mutual TLS). */
+  /**
+   * Whether a client certificate is presented.
+   *
+   * @return true for mutual TLS
+   */
   public boolean mutual() {
     return chain != null;
   }
