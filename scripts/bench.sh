@@ -5,7 +5,7 @@
 # bench/sealer-load, and writes the tables, timelines and the soak plot into
 # bench-results/<time>/.
 #
-#   scripts/bench.sh            everything (about 40 minutes)
+#   scripts/bench.sh            everything (about 50 minutes)
 #   SOAK=60s scripts/bench.sh   a shorter soak
 #   ONLY=side-by-side scripts/bench.sh   sections 0 and 1 alone (about 14 minutes)
 #   SKIP=side-by-side scripts/bench.sh   all but sections 0 and 1
@@ -14,6 +14,8 @@
 #   ONLY=ledger scripts/bench.sh  the embedded ledger beside the durable-append
 #                                 floor, one-time Open over gRPC, and
 #                                 sealer-proxy beside a plain reverse proxy
+#   ONLY=java scripts/bench.sh    the Java client beside the Go client and
+#                                 its floor (about 10 minutes)
 #   ONLY=nemesis scripts/bench.sh the long nemesis run (about 30 minutes; as
 #                                 root: network namespaces)
 set -euo pipefail
@@ -27,7 +29,7 @@ mkdir -p "$out/bin"
 apt_install redis-server redis-server
 apt_install gnuplot gnuplot-nox
 apt_install openssl openssl
-case "${ONLY:-}" in ledger | nemesis) ;; *) ensure_vault >/dev/null ;; esac # those sections need no Vault
+case "${ONLY:-}" in ledger | nemesis | java) ;; *) ensure_vault >/dev/null ;; esac # those sections need no Vault
 go build -o "$out/bin/" ./cmd/sealer ./bench/sealer-load ./bench/sealer-echo
 sealer="$out/bin/sealer"
 load="$out/bin/sealer-load"
@@ -278,6 +280,44 @@ PYTHONPATH=clients/python/src "$SEALER_TEST_PYTHON" clients/python/bench/load.py
 kill "$PY_ECHO_PID" "$py_PID"
 echo "uptime at the end: $(uptime)" | tee -a "$out/python.md"
 [ "${ONLY:-}" = python ] && { echo "results in $out"; exit 0; }
+fi
+
+# --- The Java client beside the Go client ---------------------------------
+# ONLY=java scripts/bench.sh runs this section alone (about 10 minutes);
+# SKIP=java leaves it out. The Java client (examples/java's example.Load:
+# platform threads calling one blocking SealerClient) beside the Go client
+# (sealer-load) on one sealer, and beside its own floor: the same calls to
+# an echo (bench/sealer-echo), where the sealer's cost is out of it. 1 and
+# 16 callers, gRPC and REST, a JVM of its own for each level; the CPU time
+# the sealer and the echo spend per pair beside the JVM's.
+if [ "${SKIP:-}" != java ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = java ]; }; then
+step "Java client: clients/java installed into the local Maven repository, examples/java packaged"
+java -version 2>&1 | head -1
+clients/java/scripts/mvn -q -f clients/java/pom.xml install -DskipTests -Dmaven.javadoc.skip=true
+clients/java/scripts/mvn -q -f examples/java/pom.xml package -DskipTests
+step "Java client (examples/java example.Load) beside the Go client (sealer-load) and its floor (the echo): Seal+Open pairs/s at 1 and 16 callers, gRPC and REST"
+start_sealer java
+JAVA_ECHO_GRPC=127.0.0.1:$(free_port) JAVA_ECHO_HTTP=127.0.0.1:$(free_port)
+"$out/bin/sealer-echo" -grpc-addr "$JAVA_ECHO_GRPC" -http-addr "$JAVA_ECHO_HTTP" 2>"$out/java-echo.log" &
+JAVA_ECHO_PID=$!
+pids+=("$JAVA_ECHO_PID")
+until grep -qs listening "$out/java-echo.log"; do sleep 0.1; done
+echo "uptime at the start: $(uptime)" | tee "$out/java.md"
+"$load" -targets "$java_GRPC" -http-targets "$java_HTTP" -echo-grpc "$JAVA_ECHO_GRPC" -echo-http "$JAVA_ECHO_HTTP" \
+  -server-pid "$java_PID" -echo-pid "$JAVA_ECHO_PID" -c 1,16 -d 8s -warmup 2s -repeat 3 \
+  -ops seal-open,seal-open@echo,rest-seal-open,rest-seal-open@echo | tee -a "$out/java.md"
+# The Go client's pairs/s at a concurrency (a row's third column), for the Java client's share of it.
+java_go_rate() { awk -F' *[|] *' -v call="$1" -v c="$2" '$2 == call && $3 == c { print $4 }' "$out/java.md"; }
+for c in 1 16; do
+  java -cp 'examples/java/target/classes:examples/java/target/lib/*' example.Load \
+    --grpc "$java_GRPC" --rest "$java_HTTP" --echo-grpc "$JAVA_ECHO_GRPC" --echo-http "$JAVA_ECHO_HTTP" \
+    --server-pid "$java_PID" --echo-pid "$JAVA_ECHO_PID" \
+    --go-grpc "$(java_go_rate 'Seal+Open (1024 B)' "$c")" --go-rest "$(java_go_rate 'REST Seal+Open, params (1024 B)' "$c")" \
+    -c "$c" -d 8s --warmup 2s --repeat 3 2>&1 | tee -a "$out/java.md"
+done
+kill "$JAVA_ECHO_PID" "$java_PID"
+echo "uptime at the end: $(uptime)" | tee -a "$out/java.md"
+[ "${ONLY:-}" = java ] && { echo "results in $out"; exit 0; }
 fi
 
 # --- Flows: what a flow costs (issue 23) ----------------------------------
