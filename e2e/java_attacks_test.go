@@ -89,6 +89,7 @@ func TestJavaMCP_AttacksRefused(t *testing.T) {
 			waitFor(t, "the sealer to refuse it "+tc.reason, 5*time.Second, func() bool {
 				return strings.Contains(s.logs.String(), `"reason":"`+tc.reason+`"`)
 			})
+			t.Logf("control: paid, the handler ran once; with the sealer: %v, the handler ran %d times, the sealer's reason %s", r.Error, ran, tc.reason)
 		})
 	}
 
@@ -105,6 +106,7 @@ func TestJavaMCP_AttacksRefused(t *testing.T) {
 		if n := sealed.payments(t, "dan"); n != 1 {
 			t.Errorf("with the sealer: the replay paid %d times in all, want 1", n)
 		}
+		t.Logf("control: paid %d times; with the sealer: paid %d time", control.payments(t, "dan"), sealed.payments(t, "dan"))
 		waitFor(t, "the sealer to refuse it ALREADY_CONSUMED", 5*time.Second, func() bool {
 			return strings.Contains(s.logs.String(), `"reason":"ALREADY_CONSUMED"`)
 		})
@@ -130,11 +132,13 @@ func TestJavaMCP_AttacksRefused(t *testing.T) {
 				if fork.Result["resultType"] != "input_required" || rewind.Result["resultType"] != "input_required" || ran != 2 {
 					t.Errorf("control (the SDK's codec): fork %v, rewind %v, the handler ran %d more times; want both served", fork, rewind, ran)
 				}
+				t.Logf("control: fork and rewind served (%v, %v), the handler ran %d more times", fork.Result["resultType"], rewind.Result["resultType"], ran)
 				continue
 			}
 			if !reflect.DeepEqual(fork.Error, pyRefusal) || !reflect.DeepEqual(rewind.Error, pyRefusal) || ran != 0 {
 				t.Errorf("with the sealer: fork %v, rewind %v, the handler ran %d more times; want both refused before it", fork, rewind, ran)
 			}
+			t.Logf("with the sealer: fork %v, rewind %v, the handler ran %d more times", fork.Error, rewind.Error, ran)
 		}
 	})
 }

@@ -216,6 +216,8 @@ ensure_python() {
 # fetched.
 java_example="$PWD/examples/java/target/mcp-sealer-example.jar"
 build_java() {
+  apt_install java openjdk-17-jdk-headless
+  apt_install mvn maven
   java -version 2>&1 | head -1
   clients/java/scripts/mvn -q -f clients/java/pom.xml install -DskipTests
   clients/java/scripts/mvn -q -f examples/java/pom.xml package -DskipTests
