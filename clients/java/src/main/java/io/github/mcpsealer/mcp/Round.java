@@ -34,6 +34,8 @@ final class Round {
   private volatile String sealToken;
   /** Set by a handler ({@link SealedRequestState#oneTime}): this round's state opens once. */
   volatile boolean oneTime;
+  /** Set when the guard answered in the handler's place (its state not sealed). */
+  private volatile boolean answeredHere;
 
   Round(String method, Map<String, Object> params, String principal, String presented, OpenResponse opened) {
     this.method = method;
@@ -42,7 +44,16 @@ final class Round {
     this.presented = presented;
     this.opened = opened;
     this.openToken = opened == null ? null : token();
-    this.plaintext = opened == null ? null : opened.getPayload().toStringUtf8();
+    this.plaintext = opened == null ? null : strictUtf8(opened.getPayload().toByteArray());
+  }
+
+  /** The text of bytes that are UTF-8, or null: a payload that is not opens nothing. */
+  private static String strictUtf8(byte[] b) {
+    try {
+      return java.nio.charset.StandardCharsets.UTF_8.newDecoder().decode(java.nio.ByteBuffer.wrap(b)).toString();
+    } catch (java.nio.charset.CharacterCodingException e) {
+      return null;
+    }
   }
 
   /** A value no client can guess, standing for a state inside this process only. */
@@ -70,6 +81,9 @@ final class Round {
 
   /** Keeps the plaintext to seal; the server sends what this returns until the guard seals it. */
   synchronized String handOver(String state) {
+    if (!isWellFormed(state)) {
+      throw new IllegalArgumentException("a requestState to seal that is not well-formed text (a lone surrogate)");
+    }
     if (sealToken != null) {
       throw new IllegalStateException("one request returned two requestStates");
     }
@@ -78,12 +92,31 @@ final class Round {
     return sealToken;
   }
 
+  private static boolean isWellFormed(String s) {
+    try {
+      java.nio.charset.StandardCharsets.UTF_8.newEncoder().encode(java.nio.CharBuffer.wrap(s));
+      return true;
+    } catch (java.nio.charset.CharacterCodingException e) {
+      return false;
+    }
+  }
+
   String sealToken() {
     return sealToken;
   }
 
   String pending() {
     return pending;
+  }
+
+  /** Notes that the guard answered in the handler's place with answer, and returns it. */
+  <T> T answeredHere(T answer) {
+    answeredHere = true;
+    return answer;
+  }
+
+  boolean answeredHere() {
+    return answeredHere;
   }
 
   /** The tool's, prompt's name or the resource's uri, or "". */

@@ -102,8 +102,21 @@ import sealer.v1.SealerOuterClass.SealRequest;
  * never on the thread that called the guard, so no event loop blocks on it.
  */
 public final class SealedRequestState {
-  /** The principal of every state with {@link Builder#allowAnonymous()}. */
-  public static final String ANONYMOUS = "anonymous";
+  /**
+   * The prefix of the principals the adapters of every language keep for
+   * themselves: a principal source that returns one is refused.
+   */
+  public static final String RESERVED_PREFIX = "mcp-sealer:";
+
+  /**
+   * The principal of every state with {@link Builder#allowAnonymous()}: the
+   * same in every language's adapter, so that a state opens on a Go,
+   * TypeScript, Python or Java server of the same tenant alike.
+   */
+  public static final String ANONYMOUS = RESERVED_PREFIX + "anonymous";
+
+  /** The longest requestState the sealer writes (FORMAT.md, "Limits"): a longer one is refused here. */
+  static final int MAX_STATE_CHARS = 65_536;
 
   private static final Logger log = LoggerFactory.getLogger(SealedRequestState.class);
 
@@ -114,6 +127,8 @@ public final class SealedRequestState {
   private final boolean latestOnly;
   private final boolean recordOutcomes;
   private final Duration ttl;
+  private final boolean anonymous;
+  private final Set<String> supportedVersions;
   private final Set<CompletableFuture<?>> records = ConcurrentHashMap.newKeySet();
 
   private SealedRequestState(Builder b) {
@@ -124,6 +139,8 @@ public final class SealedRequestState {
     this.latestOnly = b.latestOnly;
     this.recordOutcomes = b.recordOutcomes;
     this.ttl = b.ttl;
+    this.anonymous = b.anonymous;
+    this.supportedVersions = Set.copyOf(b.supportedVersions);
   }
 
   /** A builder over a client of the sealer ({@link SealerClient#grpc} or {@link SealerClient#rest}). */
@@ -206,12 +223,16 @@ public final class SealedRequestState {
     Object presented = params.get("requestState");
     if (presented == null) {
       Round round = new Round(request.method(), params, principalOf(ctx), null, null);
-      return answer(round, next.handle(ctx.putAll(Map.of(Round.KEY, round)), request));
+      return answer(round, next.handle(ctx.putAll(Map.of(Round.KEY, round)), request))
+          .onErrorResume(e -> Mono.just(internalError(request, e)));
     }
-    if (!(presented instanceof String state) || !looksValid(params)) {
+    if (!(presented instanceof String state) || !looksValid(params, supportedVersions)) {
       // The server answers this retry its own error before any state is
       // opened (the codec refuses what the guard did not open).
       return next.handle(ctx, request);
+    }
+    if (state.length() > MAX_STATE_CHARS) {
+      return Mono.just(refused(request, "a requestState of " + state.length() + " characters"));
     }
     String who = principalOf(ctx);
     if (who == null) {
@@ -245,7 +266,14 @@ public final class SealedRequestState {
           JSONRPCRequest retry = new JSONRPCRequest(request.jsonrpc(), request.method(), request.id(), handedOff);
           return answer(round, next.handle(ctx.putAll(Map.of(Round.KEY, round)), retry));
         })
-        .onErrorResume(SealerException.class, e -> Mono.just(openFailed(request, e)));
+        .onErrorResume(SealerException.class, e -> Mono.just(openFailed(request, e)))
+        .onErrorResume(e -> !(e instanceof SealerException), e -> Mono.just(internalError(request, e)));
+  }
+
+  /** An answer for what failed in the guard itself: logged here, never shown to the client. */
+  private static McpTransportResponse internalError(JSONRPCRequest request, Throwable e) {
+    log.error("a request on {} failed in the sealer's guard", request.method(), e);
+    return McpTransportResponse.error(failure(request.id(), -32603, "Internal error", null));
   }
 
   /** The server's answer, its state sealed, its outcome recorded when the open asked for it. */
@@ -270,21 +298,33 @@ public final class SealedRequestState {
     if (round.opened == null || !round.opened.getRecording()) {
       return sealed;
     }
-    return sealed.doOnNext(sent -> record(round, sent, false))
-        .doOnError(e -> record(round, null, true));
+    // Exactly one record per consumed state: the answer sent, or none when
+    // it failed or its stream was cancelled (a client gone mid-stream), so
+    // that a retry is refused at once rather than waiting in vain.
+    java.util.concurrent.atomic.AtomicBoolean once = new java.util.concurrent.atomic.AtomicBoolean();
+    return sealed.doOnNext(sent -> {
+          if (once.compareAndSet(false, true)) {
+            record(round, sent, false);
+          }
+        })
+        .doFinally(signal -> {
+          if (once.compareAndSet(false, true)) {
+            record(round, null, true);
+          }
+        });
   }
 
   private Mono<JSONRPCResponse> seal(Round round, JSONRPCResponse response, Map<?, ?> result) {
     if (round.principal == null) {
       log.error("a state of {} was not sealed: no principal for the caller", round.method);
-      return Mono.just(failure(response.id(), -32603, "requestState sealer misconfigured", "sealer_misconfigured"));
+      return Mono.just(round.answeredHere(failure(response.id(), -32603, "Internal error", null)));
     }
     byte[] digest;
     try {
       digest = RequestDigest.of(round.method, round.params);
     } catch (SealerException e) {
       log.error("a state of {} was not sealed: {}", round.method, e.getMessage());
-      return Mono.just(failure(response.id(), -32603, "Internal error", null));
+      return Mono.just(round.answeredHere(failure(response.id(), -32603, "Internal error", null)));
     }
     FlowRequest.Builder flow = FlowRequest.newBuilder()
         .setLatestOnly(latestOnly)
@@ -311,10 +351,15 @@ public final class SealedRequestState {
         })
         .onErrorResume(SealerException.class, e -> {
           // The handler ran; its input_required answer is dropped.
+          if (e.rejected()) {
+            // The flow past its deadline or out of rounds: the client's to start over.
+            log.warn("a state of {} was not sealed: the sealer at {}: {} ({})", round.method, sealer.target(), e.why(), e.getMessage());
+            return Mono.just(round.answeredHere(failure(response.id(), -32602, "Invalid or expired requestState", "invalid_request_state")));
+          }
           log.error("a state of {} was not sealed: the sealer at {}: {} ({})", round.method, sealer.target(), e.why(), e.getMessage());
-          return Mono.just(failure(response.id(), -32603,
+          return Mono.just(round.answeredHere(failure(response.id(), -32603,
               e.unavailable() ? "requestState sealer unavailable" : "requestState sealer misconfigured",
-              e.unavailable() ? "sealer_unavailable" : "sealer_misconfigured"));
+              e.unavailable() ? "sealer_unavailable" : "sealer_misconfigured")));
         });
   }
 
@@ -327,7 +372,7 @@ public final class SealedRequestState {
   private void record(Round round, JSONRPCResponse sent, boolean none) {
     byte[] outcome;
     try {
-      outcome = none || isOurs(sent) ? new byte[0] : Answers.encode(sent);
+      outcome = none || round.answeredHere() ? new byte[0] : Answers.encode(sent);
     } catch (Exception e) {
       log.error("the answer to {} is not JSON ({}): recorded as none", round.method, e.getMessage());
       outcome = new byte[0];
@@ -348,11 +393,6 @@ public final class SealedRequestState {
         log.error("the answer to {} was not recorded", round.method, e);
       }
     });
-  }
-
-  private static boolean isOurs(JSONRPCResponse sent) {
-    return sent.error() != null && sent.error().data() instanceof Map<?, ?> d
-        && d.get("reason") instanceof String r && r.startsWith("sealer_");
   }
 
   private McpTransportResponse replay(JSONRPCRequest request, OpenResponse opened) {
@@ -394,8 +434,23 @@ public final class SealedRequestState {
     return JSONRPCResponse.error(id, new JSONRPCError(code, message, reason == null ? null : Map.of("reason", reason)));
   }
 
+  /**
+   * The caller's principal, or null when unknown: the source returned none,
+   * a reserved one, or threw (a malformed credential, say). Such a caller's
+   * retries are refused, and no state is sealed for it.
+   */
   private String principalOf(McpTransportContext ctx) {
-    String p = principal.apply(ctx);
+    String p;
+    try {
+      p = principal.apply(ctx);
+    } catch (RuntimeException e) {
+      log.warn("the principal source failed: {}", e.toString());
+      return null;
+    }
+    if (p != null && p.startsWith(RESERVED_PREFIX) && !(anonymous && ANONYMOUS.equals(p))) {
+      log.warn("the principal source returned a principal starting with {}: refused", RESERVED_PREFIX);
+      return null;
+    }
     return p == null || p.isEmpty() ? null : p;
   }
 
@@ -403,10 +458,11 @@ public final class SealedRequestState {
    * Whether the SDK will reach the codec with this retry: what it checks
    * before it opens a state. A retry it refuses first never spends its round.
    */
-  private static boolean looksValid(Map<String, Object> params) {
+  private static boolean looksValid(Map<String, Object> params, Set<String> supportedVersions) {
     if (!(params.get("_meta") instanceof Map<?, ?> meta)
-        || !(meta.get("io.modelcontextprotocol/protocolVersion") instanceof String v) || v.isBlank()
-        || meta.get("io.modelcontextprotocol/clientCapabilities") == null) {
+        || !(meta.get("io.modelcontextprotocol/protocolVersion") instanceof String v) || !supportedVersions.contains(v)
+        || !(meta.get("io.modelcontextprotocol/clientCapabilities") instanceof Map)
+        || !(meta.get("io.modelcontextprotocol/clientInfo") == null || meta.get("io.modelcontextprotocol/clientInfo") instanceof Map)) {
       return false;
     }
     Object responses = params.get("inputResponses");
@@ -455,6 +511,7 @@ public final class SealedRequestState {
     private boolean latestOnly = true;
     private boolean recordOutcomes = true;
     private Duration ttl;
+    private List<String> supportedVersions = List.of("2026-07-28");
 
     private Builder(SealerClient sealer) {
       this.sealer = Objects.requireNonNull(sealer, "sealer");
@@ -497,6 +554,17 @@ public final class SealedRequestState {
     /** Whether the answers to one-time states and latest-only rounds are recorded and replayed (default true). */
     public Builder recordOutcomes(boolean recordOutcomes) {
       this.recordOutcomes = recordOutcomes;
+      return this;
+    }
+
+    /**
+     * The protocol versions the server supports, as given to
+     * {@code McpServer.builder().supportedVersions(...)} (default: the SDK's,
+     * 2026-07-28): a retry of another version is left to the server to
+     * refuse, its state not opened, so that it never spends its round.
+     */
+    public Builder supportedVersions(List<String> versions) {
+      this.supportedVersions = List.copyOf(versions);
       return this;
     }
 

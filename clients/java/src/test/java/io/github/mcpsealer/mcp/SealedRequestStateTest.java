@@ -39,9 +39,10 @@ import sealer.v1.SealerOuterClass.SealResponse;
  * The guard's error paths and its threads, over a fake sealer (the real one
  * is e2e's: examples/java against a sealer binary).
  */
+@SuppressWarnings("unchecked")
 class SealedRequestStateTest {
   /** A sealer whose open answers as told, noting the thread of each call. */
-  static final class FakeSealer implements SealerClient {
+  static class FakeSealer implements SealerClient {
     final Function<OpenRequest, OpenResponse> open;
     final List<String> threads = new CopyOnWriteArrayList<>();
     final List<Boolean> nonBlocking = new CopyOnWriteArrayList<>();
@@ -199,5 +200,77 @@ class SealedRequestStateTest {
         .subscribeOn(Schedulers.parallel()).block();
     assertEquals(List.of(false), sealer.nonBlocking, "calls on threads " + sealer.threads);
     assertTrue(sealer.threads.get(0).contains("boundedElastic"), sealer.threads.toString());
+  }
+  @Test
+  void aPrincipalSourceThatThrowsRefusesTheRetryAndRunsNothing() {
+    CountingServer server = new CountingServer();
+    FakeSealer sealer = new FakeSealer(r -> OpenResponse.getDefaultInstance());
+    var guard = SealedRequestState.builder(sealer).principal(ctx -> {
+      throw new IllegalArgumentException("a malformed token");
+    }).build().guard(server);
+    JSONRPCResponse r = ((McpTransportResponse.Error) guard.handleBlocking(McpTransportContext.EMPTY, retry("AQAA")).block()).response();
+    assertEquals(-32602, r.error().code());
+    assertEquals(List.of(), sealer.threads, "the sealer was asked");
+    assertEquals(0, server.calls.get());
+  }
+
+  @Test
+  void aReservedPrincipalIsRefused() {
+    FakeSealer sealer = new FakeSealer(r -> OpenResponse.getDefaultInstance());
+    var guard = SealedRequestState.builder(sealer).principal(ctx -> SealedRequestState.ANONYMOUS).build()
+        .guard(new CountingServer());
+    JSONRPCResponse r = ((McpTransportResponse.Error) guard.handleBlocking(McpTransportContext.EMPTY, retry("AQAA")).block()).response();
+    assertEquals(-32602, r.error().code());
+    assertEquals(List.of(), sealer.threads);
+    assertEquals("mcp-sealer:anonymous", SealedRequestState.ANONYMOUS);
+  }
+
+  @Test
+  void aStateLongerThanTheSealerWritesIsRefusedHere() {
+    FakeSealer sealer = new FakeSealer(r -> OpenResponse.getDefaultInstance());
+    var guard = SealedRequestState.builder(sealer).allowAnonymous().build().guard(new CountingServer());
+    JSONRPCResponse r = ((McpTransportResponse.Error) guard.handleBlocking(McpTransportContext.EMPTY,
+        retry("A".repeat(SealedRequestState.MAX_STATE_CHARS + 1))).block()).response();
+    assertEquals(Map.of("reason", "invalid_request_state"), r.error().data());
+    assertEquals(List.of(), sealer.threads);
+  }
+
+  @Test
+  void aRetryOfAnotherProtocolVersionIsLeftToTheServerUnopened() {
+    FakeSealer sealer = new FakeSealer(r -> OpenResponse.getDefaultInstance());
+    CountingServer server = new CountingServer();
+    var guard = SealedRequestState.builder(sealer).allowAnonymous().build().guard(server);
+    Map<String, Object> params = new java.util.HashMap<>((Map<String, Object>) retry("AQAA").params());
+    params.put("_meta", Map.of("io.modelcontextprotocol/protocolVersion", "2025-11-25",
+        "io.modelcontextprotocol/clientCapabilities", Map.of()));
+    guard.handleBlocking(McpTransportContext.EMPTY, new JSONRPCRequest("2.0", "tools/call", 7, params)).block();
+    assertEquals(List.of(), sealer.threads, "the state was opened, its round spent");
+    assertEquals(1, server.calls.get());
+  }
+  @Test
+  void aSealTheSealerRefusesIsTheClientsToStartOver() {
+    FakeSealer sealer = new FakeSealer(r -> OpenResponse.getDefaultInstance()) {
+      @Override
+      public SealResponse seal(SealRequest request) {
+        throw failure(Reason.REASON_FLOW_EXHAUSTED, SealerException.Cause.NONE);
+      }
+    };
+    var states = SealedRequestState.builder(sealer).allowAnonymous().build();
+    // A server whose handler asks again: it hands a plaintext state to the codec.
+    CountingServer asking = new CountingServer() {
+      @Override
+      public Mono<McpTransportResponse> handle(McpTransportContext ctx, JSONRPCRequest request) {
+        String handOff = states.codec().seal(TestContexts.of(ctx), "{\"step\":2}");
+        return Mono.just(McpTransportResponse.result(JSONRPCResponse.result(request.id(),
+            Map.of("resultType", "input_required", "requestState", handOff, "inputRequests", Map.of()))));
+      }
+    };
+    Map<String, Object> first = new java.util.HashMap<>((Map<String, Object>) retry("x").params());
+    first.remove("requestState");
+    first.remove("inputResponses");
+    JSONRPCResponse r = ((McpTransportResponse.Error) states.guard(asking)
+        .handleBlocking(McpTransportContext.EMPTY, new JSONRPCRequest("2.0", "tools/call", 7, first)).block()).response();
+    assertEquals(-32602, r.error().code());
+    assertEquals(Map.of("reason", "invalid_request_state"), r.error().data());
   }
 }
