@@ -67,6 +67,19 @@ start_sealer() {
   exit 1
 }
 
+# start_echo NAME starts bench/sealer-echo (the floor: the API doing no
+# work) on free loopback ports, and sets NAME_echo_GRPC, NAME_echo_HTTP and
+# NAME_echo_PID once it listens.
+start_echo() {
+  local name=$1 grpc=127.0.0.1:$(free_port) http=127.0.0.1:$(free_port)
+  "$out/bin/sealer-echo" -grpc-addr "$grpc" -http-addr "$http" 2>"$out/$name-echo.log" &
+  pids+=("$!")
+  printf -v "${name}_echo_PID" '%s' "$!"
+  printf -v "${name}_echo_GRPC" '%s' "$grpc"
+  printf -v "${name}_echo_HTTP" '%s' "$http"
+  until grep -qs listening "$out/$name-echo.log"; do sleep 0.1; done
+}
+
 metric() { curl -s "http://$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
 # proxy_beside_floor NAME SEALER_GRPC: starts the naive MCP server,
@@ -235,20 +248,16 @@ if [ "${SKIP:-}" != typescript ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = type
 ensure_node >/dev/null
 step "TypeScript client (examples/typescript/load.ts) beside the Go client (sealer-load) and Node's floor: Seal+Open pairs/s at 16 callers, gRPC and REST, one sealer and one echo"
 start_sealer ts
-TS_ECHO_GRPC=127.0.0.1:$(free_port) TS_ECHO_HTTP=127.0.0.1:$(free_port)
-"$out/bin/sealer-echo" -grpc-addr "$TS_ECHO_GRPC" -http-addr "$TS_ECHO_HTTP" 2>"$out/ts-echo.log" &
-TS_ECHO_PID=$!
-pids+=("$TS_ECHO_PID")
-until grep -qs listening "$out/ts-echo.log"; do sleep 0.1; done
+start_echo ts
 echo "uptime at the start: $(uptime)" | tee "$out/typescript.md"
 "$load" -targets "$ts_GRPC" -http-targets "$ts_HTTP" -c 16 -d 8s -warmup 2s -repeat 3 -ops seal-open,rest-seal-open | tee -a "$out/typescript.md"
 # The Go client's pairs/s (a row's third column), for the TypeScript client's share of it.
 go_rate() { awk -F' *[|] *' -v call="$1" '$2 == call { print $4 }' "$out/typescript.md"; }
 "$SEALER_TEST_NODE_BIN/node" --experimental-strip-types --no-warnings examples/typescript/load.ts \
-  --grpc "$ts_GRPC" --rest "$ts_HTTP" --echo-grpc "$TS_ECHO_GRPC" --echo-http "$TS_ECHO_HTTP" \
+  --grpc "$ts_GRPC" --rest "$ts_HTTP" --echo-grpc "$ts_echo_GRPC" --echo-http "$ts_echo_HTTP" \
   --go-grpc "$(go_rate 'Seal+Open (1024 B)')" --go-rest "$(go_rate 'REST Seal+Open, params (1024 B)')" \
   -c 16 -d 8s --warmup 2s --repeat 3 | tee -a "$out/typescript.md"
-kill "$TS_ECHO_PID" "$ts_PID"
+kill "$ts_echo_PID" "$ts_PID"
 echo "uptime at the end: $(uptime)" | tee -a "$out/typescript.md"
 [ "${ONLY:-}" = typescript ] && { echo "results in $out"; exit 0; }
 fi
@@ -264,20 +273,16 @@ if [ "${SKIP:-}" != python ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = python ]
 ensure_python >/dev/null
 step "Python client (clients/python/bench/load.py) beside the Go client (sealer-load) and Python's floor: Seal+Open pairs/s at 16 tasks, gRPC and REST, one sealer and one echo"
 start_sealer py
-PY_ECHO_GRPC=127.0.0.1:$(free_port) PY_ECHO_HTTP=127.0.0.1:$(free_port)
-"$out/bin/sealer-echo" -grpc-addr "$PY_ECHO_GRPC" -http-addr "$PY_ECHO_HTTP" 2>"$out/py-echo.log" &
-PY_ECHO_PID=$!
-pids+=("$PY_ECHO_PID")
-until grep -qs listening "$out/py-echo.log"; do sleep 0.1; done
+start_echo py
 echo "uptime at the start: $(uptime)" | tee "$out/python.md"
 "$load" -targets "$py_GRPC" -http-targets "$py_HTTP" -c 16 -d 8s -warmup 2s -repeat 3 -ops seal-open,rest-seal-open | tee -a "$out/python.md"
 # The Go client's pairs/s (a row's third column), for the Python client's share of it.
 py_go_rate() { awk -F' *[|] *' -v call="$1" '$2 == call { print $4 }' "$out/python.md"; }
 PYTHONPATH=clients/python/src "$SEALER_TEST_PYTHON" clients/python/bench/load.py \
-  --grpc "$py_GRPC" --rest "$py_HTTP" --echo-grpc "$PY_ECHO_GRPC" --echo-rest "$PY_ECHO_HTTP" \
+  --grpc "$py_GRPC" --rest "$py_HTTP" --echo-grpc "$py_echo_GRPC" --echo-rest "$py_echo_HTTP" \
   --go-grpc "$(py_go_rate 'Seal+Open (1024 B)')" --go-rest "$(py_go_rate 'REST Seal+Open, params (1024 B)')" \
   -c 16 --duration 8 --warmup 2 --repeat 3 | tee -a "$out/python.md"
-kill "$PY_ECHO_PID" "$py_PID"
+kill "$py_echo_PID" "$py_PID"
 echo "uptime at the end: $(uptime)" | tee -a "$out/python.md"
 [ "${ONLY:-}" = python ] && { echo "results in $out"; exit 0; }
 fi
@@ -297,25 +302,21 @@ clients/java/scripts/mvn -q -f clients/java/pom.xml install -DskipTests -Dmaven.
 clients/java/scripts/mvn -q -f examples/java/pom.xml package -DskipTests
 step "Java client (examples/java example.Load) beside the Go client (sealer-load) and its floor (the echo): Seal+Open pairs/s at 1 and 16 callers, gRPC and REST"
 start_sealer java
-JAVA_ECHO_GRPC=127.0.0.1:$(free_port) JAVA_ECHO_HTTP=127.0.0.1:$(free_port)
-"$out/bin/sealer-echo" -grpc-addr "$JAVA_ECHO_GRPC" -http-addr "$JAVA_ECHO_HTTP" 2>"$out/java-echo.log" &
-JAVA_ECHO_PID=$!
-pids+=("$JAVA_ECHO_PID")
-until grep -qs listening "$out/java-echo.log"; do sleep 0.1; done
+start_echo java
 echo "uptime at the start: $(uptime)" | tee "$out/java.md"
-"$load" -targets "$java_GRPC" -http-targets "$java_HTTP" -echo-grpc "$JAVA_ECHO_GRPC" -echo-http "$JAVA_ECHO_HTTP" \
-  -server-pid "$java_PID" -echo-pid "$JAVA_ECHO_PID" -c 1,16 -d 8s -warmup 2s -repeat 3 \
+"$load" -targets "$java_GRPC" -http-targets "$java_HTTP" -echo-grpc "$java_echo_GRPC" -echo-http "$java_echo_HTTP" \
+  -server-pid "$java_PID" -echo-pid "$java_echo_PID" -c 1,16 -d 8s -warmup 2s -repeat 3 \
   -ops seal-open,seal-open@echo,rest-seal-open,rest-seal-open@echo | tee -a "$out/java.md"
 # The Go client's pairs/s at a concurrency (a row's third column), for the Java client's share of it.
 java_go_rate() { awk -F' *[|] *' -v call="$1" -v c="$2" '$2 == call && $3 == c { print $4 }' "$out/java.md"; }
 for c in 1 16; do
   java -cp 'examples/java/target/classes:examples/java/target/lib/*' example.Load \
-    --grpc "$java_GRPC" --rest "$java_HTTP" --echo-grpc "$JAVA_ECHO_GRPC" --echo-http "$JAVA_ECHO_HTTP" \
-    --server-pid "$java_PID" --echo-pid "$JAVA_ECHO_PID" \
+    --grpc "$java_GRPC" --rest "$java_HTTP" --echo-grpc "$java_echo_GRPC" --echo-http "$java_echo_HTTP" \
+    --server-pid "$java_PID" --echo-pid "$java_echo_PID" \
     --go-grpc "$(java_go_rate 'Seal+Open (1024 B)' "$c")" --go-rest "$(java_go_rate 'REST Seal+Open, params (1024 B)' "$c")" \
     -c "$c" -d 8s --warmup 2s --repeat 3 2>&1 | tee -a "$out/java.md"
 done
-kill "$JAVA_ECHO_PID" "$java_PID"
+kill "$java_echo_PID" "$java_PID"
 echo "uptime at the end: $(uptime)" | tee -a "$out/java.md"
 [ "${ONLY:-}" = java ] && { echo "results in $out"; exit 0; }
 fi
