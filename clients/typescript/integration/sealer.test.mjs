@@ -173,24 +173,31 @@ function mcpServer(states) {
       { legacy: "reject" },
     ).fetch,
   );
-  const post = async (extra = {}) => {
+  const post = toolPoster(handle, "pay", { amount: 42 });
+  return { ran, post };
+}
+
+// toolPoster returns post(extra): a tools/call of the tool name with
+// arguments on the 2026-07-28 wire, handed to handle, its params extended
+// by extra (requestState, inputResponses), answering its body and message.
+function toolPoster(handle, name, args) {
+  return async (extra = {}) => {
     const params = {
       _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } },
-      name: "pay",
-      arguments: { amount: 42 },
+      name,
+      arguments: args,
       ...extra,
     };
     const res = await handle(
       new Request("http://x/mcp", {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "pay" },
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
       }),
     );
     const body = await res.text();
     return { body, message: JSON.parse(body) };
   };
-  return { ran, post };
 }
 
 const approved = { inputResponses: { approve: { action: "accept", content: { ok: true } } } };
@@ -283,23 +290,7 @@ function bookingServer(states) {
       { legacy: "reject" },
     ).fetch,
   );
-  const post = async (extra = {}) => {
-    const params = {
-      _meta: { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": { elicitation: {} } },
-      name: "book",
-      arguments: { flight: "LH 400" },
-      ...extra,
-    };
-    const res = await handle(
-      new Request("http://x/mcp", {
-        method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "book" },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
-      }),
-    );
-    const body = await res.text();
-    return { body, message: JSON.parse(body) };
-  };
+  const post = toolPoster(handle, "book", { flight: "LH 400" });
   return { booked, post };
 }
 
