@@ -21,6 +21,8 @@ final class Round {
   final String method;
   final Map<String, Object> params;
   final String principal;
+  /** The request digest of params, when the guard computed it to open; null on a first round. */
+  final byte[] digest;
   /** The state the retry carried, as it carried it; null on a first round. */
   final String presented;
   /** What the sealer opened for it; null on a first round. */
@@ -37,10 +39,11 @@ final class Round {
   /** Set when the guard answered in the handler's place (its state not sealed). */
   private volatile boolean answeredHere;
 
-  Round(String method, Map<String, Object> params, String principal, String presented, OpenResponse opened) {
+  Round(String method, Map<String, Object> params, String principal, byte[] digest, String presented, OpenResponse opened) {
     this.method = method;
     this.params = params;
     this.principal = principal;
+    this.digest = digest;
     this.presented = presented;
     this.opened = opened;
     this.openToken = opened == null ? null : token();

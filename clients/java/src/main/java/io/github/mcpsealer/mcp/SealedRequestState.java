@@ -222,7 +222,7 @@ public final class SealedRequestState {
     Map<String, Object> params = (Map<String, Object>) raw;
     Object presented = params.get("requestState");
     if (presented == null) {
-      Round round = new Round(request.method(), params, principalOf(ctx), null, null);
+      Round round = new Round(request.method(), params, principalOf(ctx), null, null, null);
       return answer(round, next.handle(ctx.putAll(Map.of(Round.KEY, round)), request))
           .onErrorResume(e -> Mono.just(internalError(request, e)));
     }
@@ -260,7 +260,7 @@ public final class SealedRequestState {
           if (opened.hasOutcome()) {
             return Mono.just(replay(request, opened));
           }
-          Round round = new Round(request.method(), params, who, state, opened);
+          Round round = new Round(request.method(), params, who, digest, state, opened);
           Map<String, Object> handedOff = new LinkedHashMap<>(params);
           handedOff.put("requestState", round.openToken());
           JSONRPCRequest retry = new JSONRPCRequest(request.jsonrpc(), request.method(), request.id(), handedOff);
@@ -319,9 +319,13 @@ public final class SealedRequestState {
       log.error("a state of {} was not sealed: no principal for the caller", round.method);
       return Mono.just(round.answeredHere(failure(response.id(), -32603, "Internal error", null)));
     }
-    byte[] digest;
+    // A retry's digest is the one its open was bound to; a first round's is
+    // computed here.
+    byte[] digest = round.digest;
     try {
-      digest = RequestDigest.of(round.method, round.params);
+      if (digest == null) {
+        digest = RequestDigest.of(round.method, round.params);
+      }
     } catch (SealerException e) {
       log.error("a state of {} was not sealed: {}", round.method, e.getMessage());
       return Mono.just(round.answeredHere(failure(response.id(), -32603, "Internal error", null)));
